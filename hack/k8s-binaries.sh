@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Build (once) and cache the Kubernetes binaries the tests and the dev loop run.
+#
+# Why build: this machine reaches only package registries, so there is no download site for
+# release binaries. Everything comes from the Go module proxy and is compiled with the local Go.
+#
+# Usage: hack/k8s-binaries.sh [component ...]     prints the bin directory on the last line of stdout
+#   components: etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok
+#   (default: all of them)
+#
+# Cache: ${JOBSET_CACHE_DIR:-$XDG_CACHE_HOME/jobset-controller or ~/.cache/jobset-controller}/k8s-<version>/bin
+# Prebuilt binaries: set JOBSET_K8S_BIN (a directory with the binaries) or KUBEBUILDER_ASSETS
+# (controller-runtime envtest layout: etcd, kube-apiserver, kubectl in one directory); only the
+# components missing there are built.
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-v1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"     # the etcd k8s.io/kubernetes v1.36 pins in its go.mod
+KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
+
+cache_root="${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}"
+bin_dir="$cache_root/k8s-$K8S_VERSION/bin"
+work_dir="$cache_root/k8s-$K8S_VERSION/build"
+
+all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok)
+if [ "$#" -gt 0 ]; then wanted=("$@"); else wanted=("${all[@]}"); fi
+
+log() { printf '[k8s-binaries] %s\n' "$*" >&2; }
+start_ts=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - start_ts ))s"; }
+
+# A component is present if a prebuilt directory has it, or our cache has it.
+find_prebuilt() {
+  local name="$1" dir
+  for dir in "${JOBSET_K8S_BIN:-}" "${KUBEBUILDER_ASSETS:-}"; do
+    if [ -n "$dir" ] && [ -x "$dir/$name" ]; then echo "$dir/$name"; return 0; fi
+  done
+  return 1
+}
+
+mkdir -p "$bin_dir"
+missing=()
+for c in "${wanted[@]}"; do
+  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok) ;;
+    *) log "unknown component '$c' (known: ${all[*]})"; exit 2 ;; esac
+  if p=$(find_prebuilt "$c"); then
+    ln -sf "$p" "$bin_dir/$c"
+    [ "$c" = etcd ] && [ -x "$(dirname "$p")/etcdctl" ] && ln -sf "$(dirname "$p")/etcdctl" "$bin_dir/etcdctl"
+    continue
+  fi
+  [ -x "$bin_dir/$c" ] || missing+=("$c")
+  if [ "$c" = etcd ] && [ ! -x "$bin_dir/etcdctl" ]; then missing+=(etcd); fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "$bin_dir"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  log "Go is not installed, and it is needed once to build: ${missing[*]}."
+  log "Install Go >= 1.26 (https://go.dev/doc/install, or your package manager), or point"
+  log "JOBSET_K8S_BIN / KUBEBUILDER_ASSETS at a directory with prebuilt binaries."
+  exit 1
+fi
+
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+log "building ${missing[*]} into $bin_dir (first build takes several minutes; later runs reuse it)"
+
+has() { local x; for x in "${missing[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
+
+build_etcd() {
+  local d="$work_dir/etcd"
+  mkdir -p "$d"
+  cat >"$d/go.mod" <<MOD
+module jobset-controller.local/etcdbuild
+
+go 1.24
+MOD
+  cat >"$d/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "go.etcd.io/etcd/etcdctl/v3"
+	_ "go.etcd.io/etcd/server/v3"
+)
+GO
+  (cd "$d" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION" >&2 \
+     && go mod tidy >&2 \
+     && go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3 \
+     && go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+  log "etcd $ETCD_VERSION built ($(elapsed))"
+}
+
+# k8s.io/kubernetes replaces its k8s.io/* staging modules with local paths, so it cannot be
+# `go install`ed. A throwaway module requires it and pins each staging module to v0.<minor>.<patch>.
+build_kube() {
+  local d="$work_dir/kube" pkgs=() c
+  mkdir -p "$d"
+  local mod_dir
+  mod_dir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  local staging_version="v0.${K8S_VERSION#v1.}"
+  {
+    echo "module jobset-controller.local/kubebuild"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    echo "replace ("
+    grep -E '^[[:space:]]+k8s\.io/[a-z0-9-]+ => \./staging/' "$mod_dir/go.mod" \
+      | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } >"$d/go.mod"
+  {
+    echo "//go:build tools"
+    echo
+    echo "package tools"
+    echo
+    echo "import ("
+    for c in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
+      has "$c" && echo "	_ \"k8s.io/kubernetes/cmd/$c\""
+    done
+    echo ")"
+  } >"$d/tools.go"
+  (cd "$d" && go mod tidy >&2)
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local ld="-s -w"
+  local p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  for c in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
+    has "$c" || continue
+    log "building $c $K8S_VERSION ..."
+    (cd "$d" && go build -trimpath -ldflags "$ld" -o "$bin_dir/$c" "k8s.io/kubernetes/cmd/$c")
+    log "$c built ($(elapsed))"
+  done
+}
+
+build_kwok() {
+  local d="$work_dir/kwok"
+  mkdir -p "$d"
+  cat >"$d/go.mod" <<MOD
+module jobset-controller.local/kwokbuild
+
+go 1.24
+MOD
+  cat >"$d/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "sigs.k8s.io/kwok/cmd/kwok"
+GO
+  (cd "$d" && go get "sigs.k8s.io/kwok@$KWOK_VERSION" >&2 && go mod tidy >&2 \
+     && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+          -o "$bin_dir/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  log "kwok $KWOK_VERSION built ($(elapsed))"
+}
+
+has etcd && build_etcd
+if has kube-apiserver || has kubectl || has kube-controller-manager || has kube-scheduler; then build_kube; fi
+has kwok && build_kwok
+log "done in $(elapsed); cache size $(du -sh "$cache_root/k8s-$K8S_VERSION" | cut -f1)"
+echo "$bin_dir"

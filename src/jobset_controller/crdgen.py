@@ -1,0 +1,620 @@
+"""Generate the JobSet CRD manifest (manifests/crd/bases/jobset.x-k8s.io_jobsets.yaml).
+
+The JobSet part of the schema is written here by hand, from the contract (field names, defaults,
+list-map keys, maxItems, CEL rules, printer columns). The embedded batch/v1 JobTemplateSpec and
+the core/v1 PersistentVolumeClaim of volumeClaimPolicies are NOT written by hand: they come from
+the OpenAPI v3 document of a real kube-apiserver of the pinned version, turned into a structural
+schema. So an invalid pod template is rejected at admission with its field path, exactly as the
+apiserver would reject it on a Job, and a Kubernetes upgrade is one regeneration away.
+
+Run: `python -m jobset_controller.crdgen` (starts a throwaway apiserver) or `hack/gen-crd.sh`.
+The output is deterministic: regenerating against the same apiserver version is a no-op (tested).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Schema = dict[str, Any]
+
+CRD_FILE = "jobset.x-k8s.io_jobsets.yaml"
+
+# Keys of an OpenAPI schema that a CRD structural schema may carry; everything else is dropped
+# (x-kubernetes-patch-*, x-kubernetes-group-version-kind, nullable, ...).
+_KEPT_KEYS = (
+    "description",
+    "type",
+    "format",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "required",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-embedded-resource",
+)
+
+_INT_OR_STRING: Schema = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+}
+_QUANTITY: Schema = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+    "x-kubernetes-int-or-string": True,
+}
+_STRING_MAP: Schema = {"type": "object", "additionalProperties": {"type": "string"}}
+
+# Embedded ObjectMeta keeps only what controller-gen's generateEmbeddedObjectMeta keeps, so
+# labels and annotations of templates are validated and kept, and nothing else is pruned wrongly.
+_EMBEDDED_OBJECT_META: Schema = {
+    "type": "object",
+    "properties": {
+        "annotations": _STRING_MAP,
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+        "labels": _STRING_MAP,
+        "name": {"type": "string"},
+        "namespace": {"type": "string"},
+    },
+}
+
+_SPECIAL_REFS: dict[str, Schema] = {
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": _EMBEDDED_OBJECT_META,
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": _INT_OR_STRING,
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": _QUANTITY,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Time": {"type": "string", "format": "date-time"},
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": {"type": "string", "format": "date-time"},
+    "io.k8s.apimachinery.pkg.runtime.RawExtension": {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+    },
+}
+
+
+def _is_empty_default(value: Any) -> bool:
+    return value in ({}, [], "", 0, False, None)
+
+
+class StructuralConverter:
+    """Turns OpenAPI v3 component schemas into CRD structural schemas (refs inlined)."""
+
+    def __init__(self, components: Mapping[str, Schema], *, descriptions: bool = True) -> None:
+        self._components = components
+        self._descriptions = descriptions
+
+    def convert_ref(self, name: str) -> Schema:
+        return self.convert({"$ref": f"#/components/schemas/{name}"})
+
+    def convert(self, schema: Schema, stack: tuple[str, ...] = ()) -> Schema:
+        ref = schema.get("$ref")
+        if ref is None and len(schema.get("allOf", ())) == 1:
+            # k8s publishes `allOf: [{$ref}]` to attach a description/default to a reference.
+            ref = schema["allOf"][0].get("$ref")
+        if ref is not None:
+            name = ref.rsplit("/", 1)[-1]
+            if name in stack:
+                raise ValueError(f"recursive schema {' -> '.join((*stack, name))}")
+            if name in _SPECIAL_REFS:
+                out = copy.deepcopy(_SPECIAL_REFS[name])
+            else:
+                out = self.convert(self._components[name], (*stack, name))
+            self._copy_annotations(schema, out)
+            return out
+        out = {}
+        for key in _KEPT_KEYS:
+            if key in schema:
+                out[key] = copy.deepcopy(schema[key])
+        if not self._descriptions:
+            out.pop("description", None)
+        if _is_empty_default(out.get("default", None)):
+            out.pop("default", None)
+        if "properties" in schema:
+            out["properties"] = {
+                k: self.convert(v, stack) for k, v in sorted(schema["properties"].items())
+            }
+            out.setdefault("type", "object")
+        if isinstance(schema.get("additionalProperties"), dict):
+            out["additionalProperties"] = self.convert(schema["additionalProperties"], stack)
+            out.setdefault("type", "object")
+        if "items" in schema:
+            out["items"] = self.convert(schema["items"], stack)
+            out.setdefault("type", "array")
+            self._keep_list_map_key_defaults(schema["items"], out)
+        if out.get("format") == "int-or-string":
+            return {**_INT_OR_STRING, **({"description": out["description"]} if "description" in out else {})}
+        if "required" in out:
+            out["required"] = sorted(out["required"])
+        return out
+
+    def _keep_list_map_key_defaults(self, items: Schema, out: Schema) -> None:
+        """A list-map key must be required or defaulted, even when its default is empty ("")."""
+        converted = out["items"]
+        for key in out.get("x-kubernetes-list-map-keys", ()):
+            prop = converted.get("properties", {}).get(key)
+            if prop is None or key in converted.get("required", ()) or "default" in prop:
+                continue
+            source = self._resolve(items).get("properties", {}).get(key, {})
+            if "default" in source:
+                prop["default"] = copy.deepcopy(source["default"])
+
+    def _resolve(self, schema: Schema) -> Schema:
+        ref = schema.get("$ref")
+        if ref is None and len(schema.get("allOf", ())) == 1:
+            ref = schema["allOf"][0].get("$ref")
+        return self._resolve(self._components[ref.rsplit("/", 1)[-1]]) if ref else schema
+
+    def _copy_annotations(self, wrapper: Schema, out: Schema) -> None:
+        if self._descriptions and "description" in wrapper:
+            out["description"] = wrapper["description"]
+        default = wrapper.get("default")
+        if not _is_empty_default(default):
+            out["default"] = copy.deepcopy(default)
+
+
+# --------------------------------------------------------------------------- the JobSet schema
+
+
+def _immutable() -> list[Schema]:
+    return [{"rule": "self == oldSelf", "message": "Value is immutable"}]
+
+
+def _int32(description: str, **extra: Any) -> Schema:
+    return {"description": description, "type": "integer", "format": "int32", **extra}
+
+
+def _string(description: str, **extra: Any) -> Schema:
+    return {"description": description, "type": "string", **extra}
+
+
+def _atomic_strings(description: str) -> Schema:
+    return {
+        "description": description,
+        "type": "array",
+        "items": {"type": "string"},
+        "x-kubernetes-list-type": "atomic",
+    }
+
+
+def _condition_schema() -> Schema:
+    """metav1.Condition, as every Kubernetes API publishes it."""
+    return {
+        "description": "An observation of one aspect of the JobSet's state.",
+        "type": "object",
+        "properties": {
+            "lastTransitionTime": {
+                "description": "When the condition last changed from one status to another.",
+                "type": "string",
+                "format": "date-time",
+            },
+            "message": {"description": "Human-readable details.", "type": "string", "maxLength": 32768},
+            "observedGeneration": {
+                "description": "The .metadata.generation the condition was set for.",
+                "type": "integer",
+                "format": "int64",
+                "minimum": 0,
+            },
+            "reason": {
+                "description": "A CamelCase reason for the last transition.",
+                "type": "string",
+                "maxLength": 1024,
+                "minLength": 1,
+                "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+            },
+            "status": {
+                "description": "True, False or Unknown.",
+                "type": "string",
+                "enum": ["True", "False", "Unknown"],
+            },
+            "type": {
+                "description": "The condition type, e.g. Completed, Failed, Suspended.",
+                "type": "string",
+                "maxLength": 316,
+                "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            },
+        },
+        "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+    }
+
+
+def _status_schema() -> Schema:
+    per_index: Schema = {
+        "type": "array",
+        "items": {"type": "integer", "format": "int32"},
+        "maxItems": 1024,
+        "x-kubernetes-list-type": "atomic",
+    }
+    return {
+        "description": "The observed state of the JobSet.",
+        "type": "object",
+        "properties": {
+            "conditions": {
+                "type": "array",
+                "items": _condition_schema(),
+                "x-kubernetes-list-map-keys": ["type"],
+                "x-kubernetes-list-type": "map",
+            },
+            "currentInPlaceRestartAttempt": _int32(
+                "In-place restart attempt all pods have reached (InPlaceRestart gate).", minimum=0
+            ),
+            "previousInPlaceRestartAttempt": _int32(
+                "Pods at or below this in-place restart attempt must restart (InPlaceRestart gate).",
+                minimum=0,
+            ),
+            "replicatedJobsStatus": {
+                "description": "Job counts per replicatedJob, for the current restart attempt.",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "active": _int32("Jobs with at least one active pod."),
+                        "failed": _int32("Failed Jobs."),
+                        "jobRestarts": {
+                            **per_index,
+                            "description": "Individual restarts per job index (RestartJob gate).",
+                        },
+                        "jobRestartsCountTowardsMax": {
+                            **per_index,
+                            "description": "Individual restarts per job index that count towards "
+                            "maxRestarts (RestartJob gate).",
+                        },
+                        "name": _string("Name of the replicatedJob."),
+                        "ready": _int32("Active Jobs whose pods are ready or succeeded."),
+                        "succeeded": _int32("Completed Jobs."),
+                        "suspended": _int32("Active Jobs that are suspended."),
+                    },
+                    "required": ["active", "failed", "name", "ready", "succeeded", "suspended"],
+                },
+                "x-kubernetes-list-map-keys": ["name"],
+                "x-kubernetes-list-type": "map",
+            },
+            "restarts": _int32("Number of times the whole JobSet was restarted."),
+            "restartsCountTowardsMax": _int32("Restarts that count towards maxRestarts."),
+            "terminalState": _string("Final state of the JobSet: Completed or Failed."),
+        },
+    }
+
+
+def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
+    pvc_template = copy.deepcopy(pvc)
+    pvc_template.pop("description", None)
+    return {
+        "description": "The desired state of the JobSet.",
+        "type": "object",
+        "properties": {
+            "coordinator": {
+                "description": "A pod whose stable network endpoint is written into every Job "
+                "and pod as the jobset.sigs.k8s.io/coordinator label and annotation.",
+                "type": "object",
+                "properties": {
+                    "jobIndex": {"description": "Job index of the coordinator.", "type": "integer"},
+                    "podIndex": {"description": "Pod index of the coordinator.", "type": "integer"},
+                    "replicatedJob": _string("replicatedJob holding the coordinator."),
+                },
+                "required": ["replicatedJob"],
+            },
+            "failurePolicy": {
+                "description": "What to do when a child Job fails. Without it, any failed Job "
+                "fails the JobSet.",
+                "type": "object",
+                "properties": {
+                    "maxRestarts": _int32("How many restarts that count are allowed."),
+                    "restartStrategy": _string(
+                        "How Jobs are recreated on restart.",
+                        default="Recreate",
+                        enum=["Recreate", "BlockingRecreate", "InPlaceRestart"],
+                    ),
+                    "rules": {
+                        "description": "Rules matched in order against failed Jobs; the first "
+                        "match decides the action.",
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "action": _string(
+                                    "The action to take when the rule matches.",
+                                    enum=[
+                                        "FailJobSet",
+                                        "RestartJobSet",
+                                        "RestartJobSetAndIgnoreMaxRestarts",
+                                        "RestartJob",
+                                        "RestartJobAndIgnoreMaxRestarts",
+                                    ],
+                                ),
+                                "name": _string("Rule name, used in the RestartingJobSet reason."),
+                                "onJobFailureMessagePatterns": _atomic_strings(
+                                    "Regular expressions searched in the Job's failure message."
+                                ),
+                                "onJobFailureReasons": {
+                                    "description": "Job failure reasons the rule applies to.",
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                },
+                                "targetReplicatedJobs": _atomic_strings(
+                                    "replicatedJobs the rule applies to; empty means all."
+                                ),
+                            },
+                            "required": ["action", "name"],
+                        },
+                    },
+                },
+                "x-kubernetes-validations": _immutable(),
+            },
+            "managedBy": _string(
+                "The controller that manages this JobSet; any value other than "
+                "jobset.sigs.k8s.io/jobset-controller makes this controller ignore it."
+            ),
+            "network": {
+                "description": "Pod-to-pod networking through a headless Service.",
+                "type": "object",
+                "properties": {
+                    "enableDNSHostnames": {
+                        "description": "Give pods DNS hostnames through a headless Service.",
+                        "type": "boolean",
+                    },
+                    "publishNotReadyAddresses": {
+                        "description": "Publish DNS records of pods before they are ready.",
+                        "type": "boolean",
+                    },
+                    "subdomain": _string("Name of the headless Service; defaults to the JobSet name."),
+                },
+                "x-kubernetes-validations": _immutable(),
+            },
+            "replicatedJobs": {
+                "description": "Groups of identical Jobs created from one template.",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "dependsOn": {
+                            "description": "replicatedJobs that must reach a status before this "
+                            "one is created.",
+                            "type": "array",
+                            "maxItems": 5,
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "name": _string("Name of the replicatedJob depended on."),
+                                    "status": _string(
+                                        "Status the dependency must reach.",
+                                        enum=["Ready", "Complete"],
+                                    ),
+                                },
+                                "required": ["name", "status"],
+                            },
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-validations": _immutable(),
+                        },
+                        "groupName": _string(
+                            "Group used for the group-name/group-replicas/job-group-index labels.",
+                            default="default",
+                        ),
+                        "name": _string("Name of the replicatedJob, part of each Job's name."),
+                        "replicas": _int32("Number of Jobs to create.", default=1, minimum=0),
+                        "template": job_template,
+                    },
+                    "required": ["name", "template"],
+                },
+                "x-kubernetes-list-map-keys": ["name"],
+                "x-kubernetes-list-type": "map",
+            },
+            "startupPolicy": {
+                "description": "Deprecated (use dependsOn): create replicatedJobs in order.",
+                "type": "object",
+                "properties": {
+                    "startupPolicyOrder": _string(
+                        "AnyOrder or InOrder.", enum=["AnyOrder", "InOrder"]
+                    ),
+                },
+                "required": ["startupPolicyOrder"],
+                "x-kubernetes-validations": _immutable(),
+            },
+            "successPolicy": {
+                "description": "When the JobSet counts as completed.",
+                "type": "object",
+                "properties": {
+                    "operator": _string("All or Any of the targeted Jobs.", enum=["All", "Any"]),
+                    "targetReplicatedJobs": _atomic_strings(
+                        "replicatedJobs that count; empty means all."
+                    ),
+                },
+                "required": ["operator"],
+                "x-kubernetes-validations": _immutable(),
+            },
+            "suspend": {
+                "description": "Suspend the JobSet and its Jobs (used by Kueue).",
+                "type": "boolean",
+            },
+            "ttlSecondsAfterFinished": _int32(
+                "Delete the JobSet this many seconds after it completed or failed.", minimum=0
+            ),
+            "volumeClaimPolicies": {
+                "description": "PersistentVolumeClaims created for the JobSet and mounted into "
+                "its pods.",
+                "type": "array",
+                "maxItems": 50,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "retentionPolicy": {
+                            "description": "What happens to the claims when the JobSet is "
+                            "deleted.",
+                            "type": "object",
+                            "properties": {
+                                "whenDeleted": _string(
+                                    "Delete or Retain.", default="Delete", enum=["Delete", "Retain"]
+                                ),
+                            },
+                        },
+                        "templates": {
+                            "description": "Claim templates; each claim is named "
+                            "<template name>-<JobSet name>.",
+                            "type": "array",
+                            "maxItems": 50,
+                            "items": pvc_template,
+                            "x-kubernetes-list-type": "atomic",
+                        },
+                    },
+                    "required": ["templates"],
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "self.templates.all(t, !has(t.metadata.namespace) || "
+                            "size(t.metadata.namespace) == 0)",
+                            "message": "namespace cannot be set for VolumeClaimPolicies templates",
+                        }
+                    ],
+                },
+                "x-kubernetes-list-type": "atomic",
+                "x-kubernetes-validations": _immutable(),
+            },
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == "
+                "'InOrder' && self.replicatedJobs.exists(x, has(x.dependsOn)))",
+                "message": "StartupPolicy and DependsOn APIs are mutually exclusive",
+            }
+        ],
+    }
+
+
+def build_crd(batch_v1: Mapping[str, Any], core_v1: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole CRD object from the apiserver's OpenAPI v3 documents for batch/v1 and core/v1."""
+    job_template = StructuralConverter(batch_v1["components"]["schemas"]).convert_ref(
+        "io.k8s.api.batch.v1.JobTemplateSpec"
+    )
+    job_template["description"] = "The template of each Job of this replicatedJob."
+    pvc = StructuralConverter(core_v1["components"]["schemas"]).convert_ref(
+        "io.k8s.api.core.v1.PersistentVolumeClaim"
+    )
+    # A template is not a whole object: apiVersion/kind/status do not belong in it.
+    for key in ("apiVersion", "kind", "status"):
+        pvc["properties"].pop(key, None)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": "jobsets.jobset.x-k8s.io",
+            "annotations": {"jobset.x-k8s.io/generated-by": "jobset_controller.crdgen"},
+        },
+        "spec": {
+            "group": "jobset.x-k8s.io",
+            "names": {
+                "kind": "JobSet",
+                "listKind": "JobSetList",
+                "plural": "jobsets",
+                "singular": "jobset",
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1alpha2",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {
+                            "name": "TerminalState",
+                            "type": "string",
+                            "description": "Final state of JobSet",
+                            "jsonPath": ".status.terminalState",
+                        },
+                        {
+                            "name": "Restarts",
+                            "type": "string",
+                            "description": "Number of restarts",
+                            "jsonPath": ".status.restarts",
+                        },
+                        {
+                            "name": "Completed",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Completed")].status',
+                        },
+                        {
+                            "name": "Suspended",
+                            "type": "string",
+                            "description": "JobSet suspended",
+                            "jsonPath": ".spec.suspend",
+                        },
+                        {
+                            "name": "Age",
+                            "type": "date",
+                            "jsonPath": ".metadata.creationTimestamp",
+                        },
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "description": "JobSet runs a group of Kubernetes Jobs as one "
+                            "workload.",
+                            "type": "object",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": _spec_schema(job_template, pvc),
+                                "status": _status_schema(),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render(crd: Mapping[str, Any]) -> str:
+    header = (
+        "# Generated by `python -m jobset_controller.crdgen` from the JobSet schema in\n"
+        "# src/jobset_controller/crdgen.py and the kube-apiserver OpenAPI v3 documents.\n"
+        "# Do not edit by hand.\n"
+    )
+    body = yaml.safe_dump(dict(crd), sort_keys=False, width=100, allow_unicode=True)
+    return header + "---\n" + body
+
+
+def fetch_openapi(plane: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The batch/v1 and core/v1 OpenAPI v3 documents of a running control plane."""
+    documents = []
+    for path in ("/openapi/v3/apis/batch/v1", "/openapi/v3/api/v1"):
+        status, body = plane.request("GET", path)
+        if status != 200:
+            raise RuntimeError(f"GET {path} returned {status}")
+        documents.append(body)
+    return documents[0], documents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jobset_controller.envtest import ControlPlane
+    from jobset_controller.envtest.binaries import repo_root
+
+    parser = argparse.ArgumentParser(prog="python -m jobset_controller.crdgen")
+    root = repo_root()
+    default_out = root / "manifests" / "crd" / "bases" / CRD_FILE if root else Path(CRD_FILE)
+    parser.add_argument("--output", type=Path, default=default_out)
+    args = parser.parse_args(argv)
+    with ControlPlane(crd_paths=[]) as plane:
+        batch_v1, core_v1 = fetch_openapi(plane)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(render(build_crd(batch_v1, core_v1)))
+    print(f"wrote {args.output} ({args.output.stat().st_size} bytes)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""Child processes that cannot outlive the Python process that started them.
+
+A test run that is interrupted, or a harness that crashes, must not leave an etcd or an apiserver
+running (the next run would find its ports and data dirs in a strange state). Three layers make
+sure of it: an explicit stop (terminate, wait, then kill), an atexit hook for forgotten stops, and
+on Linux the kernel's parent-death signal, which kills the child even when Python dies by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arm() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return arm
+
+
+_live: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
+
+
+def _stop_all() -> None:
+    for proc in list(_live):
+        proc.stop()
+
+
+atexit.register(_stop_all)
+
+
+class ManagedProcess:
+    """One long-running binary with its output in a log file."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._env = env
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        try:
+            self._popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env,
+                preexec_fn=_parent_death_signal(),  # noqa: PLW1509 - only prctl, no Python state
+            )
+        finally:
+            log.close()
+        _live.add(self)
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen else None
+
+    def running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate, wait up to `timeout`, then kill. Safe to call twice."""
+        popen = self._popen
+        if popen is None:
+            return
+        if popen.poll() is None:
+            popen.terminate()
+            try:
+                popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+        self._popen = None
+        _live.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL without grace, to simulate a crash."""
+        if self._popen is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._popen.pid, signal.SIGKILL)
+            self._popen.wait()
+            self._popen = None
+            _live.discard(self)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A loopback port free right now (another process could still take it before we bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """PIDs whose command line contains `marker` (used to prove nothing was left behind)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
