@@ -48,8 +48,9 @@ for c in "${wanted[@]}"; do
     [ "$c" = etcd ] && [ -x "$(dirname "$p")/etcdctl" ] && ln -sf "$(dirname "$p")/etcdctl" "$bin_dir/etcdctl"
     continue
   fi
-  [ -x "$bin_dir/$c" ] || missing+=("$c")
-  if [ "$c" = etcd ] && [ ! -x "$bin_dir/etcdctl" ]; then missing+=(etcd); fi
+  if [ ! -x "$bin_dir/$c" ] || { [ "$c" = etcd ] && [ ! -x "$bin_dir/etcdctl" ]; }; then
+    missing+=("$c")
+  fi
 done
 
 if [ "${#missing[@]}" -eq 0 ]; then

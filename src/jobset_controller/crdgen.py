@@ -56,7 +56,10 @@ _INT_OR_STRING: Schema = {
 }
 _QUANTITY: Schema = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+    "pattern": (
+        r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+        r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+    ),
     "x-kubernetes-int-or-string": True,
 }
 _STRING_MAP: Schema = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -122,7 +125,7 @@ class StructuralConverter:
                 out[key] = copy.deepcopy(schema[key])
         if not self._descriptions:
             out.pop("description", None)
-        if _is_empty_default(out.get("default", None)):
+        if _is_empty_default(out.get("default")):
             out.pop("default", None)
         if "properties" in schema:
             out["properties"] = {
@@ -137,7 +140,10 @@ class StructuralConverter:
             out.setdefault("type", "array")
             self._keep_list_map_key_defaults(schema["items"], out)
         if out.get("format") == "int-or-string":
-            return {**_INT_OR_STRING, **({"description": out["description"]} if "description" in out else {})}
+            return {
+                **_INT_OR_STRING,
+                **({"description": out["description"]} if "description" in out else {}),
+            }
         if "required" in out:
             out["required"] = sorted(out["required"])
         return out
@@ -202,7 +208,11 @@ def _condition_schema() -> Schema:
                 "type": "string",
                 "format": "date-time",
             },
-            "message": {"description": "Human-readable details.", "type": "string", "maxLength": 32768},
+            "message": {
+                "description": "Human-readable details.",
+                "type": "string",
+                "maxLength": 32768,
+            },
             "observedGeneration": {
                 "description": "The .metadata.generation the condition was set for.",
                 "type": "integer",
@@ -225,7 +235,10 @@ def _condition_schema() -> Schema:
                 "description": "The condition type, e.g. Completed, Failed, Suspended.",
                 "type": "string",
                 "maxLength": 316,
-                "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                "pattern": (
+                    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+                ),
             },
         },
         "required": ["lastTransitionTime", "message", "reason", "status", "type"],
@@ -253,7 +266,7 @@ def _status_schema() -> Schema:
                 "In-place restart attempt all pods have reached (InPlaceRestart gate).", minimum=0
             ),
             "previousInPlaceRestartAttempt": _int32(
-                "Pods at or below this in-place restart attempt must restart (InPlaceRestart gate).",
+                "Pods at or below this in-place attempt must restart (InPlaceRestart gate).",
                 minimum=0,
             ),
             "replicatedJobsStatus": {
@@ -371,7 +384,9 @@ def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
                         "description": "Publish DNS records of pods before they are ready.",
                         "type": "boolean",
                     },
-                    "subdomain": _string("Name of the headless Service; defaults to the JobSet name."),
+                    "subdomain": _string(
+                        "Name of the headless Service; defaults to the JobSet name."
+                    ),
                 },
                 "x-kubernetes-validations": _immutable(),
             },
@@ -453,8 +468,7 @@ def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
                     "type": "object",
                     "properties": {
                         "retentionPolicy": {
-                            "description": "What happens to the claims when the JobSet is "
-                            "deleted.",
+                            "description": "What happens to the claims when the JobSet is deleted.",
                             "type": "object",
                             "properties": {
                                 "whenDeleted": _string(

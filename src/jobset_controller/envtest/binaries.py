@@ -72,8 +72,9 @@ def ensure_binaries(components: tuple[str, ...] = INTEGRATION_COMPONENTS) -> Pat
             "JOBSET_K8S_BIN (or KUBEBUILDER_ASSETS) to a directory holding them, or run "
             "hack/k8s-binaries.sh from a source checkout to build them."
         )
-    env = dict(os.environ, K8S_VERSION=K8S_VERSION, ETCD_VERSION=ETCD_VERSION,
-               KWOK_VERSION=KWOK_VERSION)
+    env = dict(
+        os.environ, K8S_VERSION=K8S_VERSION, ETCD_VERSION=ETCD_VERSION, KWOK_VERSION=KWOK_VERSION
+    )
     result = subprocess.run(
         [str(root / "hack" / "k8s-binaries.sh"), *components],
         env=env,

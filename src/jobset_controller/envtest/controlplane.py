@@ -198,7 +198,9 @@ class ControlPlane:
             self.workdir / "kube-apiserver.log",
         )
         self.apiserver.start()
-        self._wait(self.apiserver, lambda: self._get_status("/readyz") == 200, "kube-apiserver /readyz")
+        self._wait(
+            self.apiserver, lambda: self._get_status("/readyz") == 200, "kube-apiserver /readyz"
+        )
 
     def _wait(self, proc: ManagedProcess, ready: Any, what: str) -> None:
         deadline = time.monotonic() + self._ready_timeout

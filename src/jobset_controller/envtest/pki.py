@@ -101,8 +101,10 @@ class CertificateAuthority:
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
         now = datetime.datetime.now(datetime.UTC)
-        usage = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server else (
-            x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+        usage = (
+            x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+            if server
+            else (x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH)
         )
         builder = (
             x509.CertificateBuilder()
@@ -121,7 +123,9 @@ class CertificateAuthority:
             builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         return CertPair(
-            cert=_write(self.directory / f"{stem}.crt", cert.public_bytes(serialization.Encoding.PEM)),
+            cert=_write(
+                self.directory / f"{stem}.crt", cert.public_bytes(serialization.Encoding.PEM)
+            ),
             key=_write(self.directory / f"{stem}.key", _key_pem(key)),
         )
 

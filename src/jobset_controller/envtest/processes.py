@@ -48,7 +48,9 @@ atexit.register(_stop_all)
 class ManagedProcess:
     """One long-running binary with its output in a log file."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None
+    ):
         self.name = name
         self.argv = argv
         self.log_path = log_path
@@ -64,7 +66,7 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._env,
-                preexec_fn=_parent_death_signal(),  # noqa: PLW1509 - only prctl, no Python state
+                preexec_fn=_parent_death_signal(),
             )
         finally:
             log.close()

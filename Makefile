@@ -1,0 +1,14 @@
+# The README's two commands live here. Everything else is in hack/.
+.PHONY: test dev binaries crd lint
+
+test:  ## install what is needed and run ruff, mypy and all tests (unit + integration)
+	hack/test.sh
+
+dev:  ## bring up a local cluster and run the controller on an example JobSet
+	hack/dev.sh
+
+binaries:  ## build (once) and cache the Kubernetes binaries
+	hack/k8s-binaries.sh
+
+crd:  ## regenerate manifests/crd/bases from a real kube-apiserver's OpenAPI
+	.venv/bin/python -m jobset_controller.crdgen

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The one test command (README, `make test`, CI): installs what it needs, then lint, types, tests.
+#
+#   1. a virtualenv in .venv with the project and its test extras (pip's cache makes reruns fast);
+#   2. the Kubernetes binaries, built once from their Go modules and cached outside the repo
+#      (hack/k8s-binaries.sh);
+#   3. ruff (lint + format check), mypy (strict), pytest (unit + integration).
+# Extra arguments go to pytest, e.g. `hack/test.sh -m "not integration"` or `-k crd`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${JOBSET_VENV:-.venv}"
+python="${PYTHON:-python3}"
+step() { printf '\n==> %s\n' "$*"; }
+
+step "python environment ($venv)"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+stamp="$venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -e '.[test]'
+  touch "$stamp"
+fi
+
+step "kubernetes binaries"
+bin_dir=$(hack/k8s-binaries.sh etcd kube-apiserver kubectl | tail -n 1)
+echo "using $bin_dir"
+export JOBSET_K8S_BIN="$bin_dir"
+
+step "ruff"
+"$venv/bin/ruff" check src tests hack
+"$venv/bin/ruff" format --check src tests hack
+
+step "mypy"
+"$venv/bin/mypy"
+
+step "pytest"
+"$venv/bin/pytest" "$@"
