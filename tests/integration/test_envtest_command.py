@@ -1,0 +1,93 @@
+"""The foreground control-plane command, and that it never leaves processes behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobset_controller.envtest.processes import processes_mentioning
+
+
+def start_command() -> tuple[subprocess.Popen[str], Path]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobset_controller.envtest"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the control plane is ready
+    assert line.startswith("export KUBECONFIG="), line
+    return proc, Path(line.strip().removeprefix("export KUBECONFIG="))
+
+
+def wait_until_gone(marker: str, timeout: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := processes_mentioning(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.fixture
+def command() -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    proc, kubeconfig = start_command()
+    try:
+        yield proc, kubeconfig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(kubeconfig.parent, ignore_errors=True)
+
+
+def test_ctrl_c_stops_everything_and_removes_the_directory(
+    command: tuple[subprocess.Popen[str], Path],
+) -> None:
+    proc, kubeconfig = command
+    workdir = str(kubeconfig.parent)
+    assert processes_mentioning(workdir), "etcd and kube-apiserver should be running"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    assert wait_until_gone(workdir) == []
+    assert not kubeconfig.parent.exists()
+
+
+def test_children_die_with_a_killed_parent(
+    command: tuple[subprocess.Popen[str], Path],
+) -> None:
+    proc, kubeconfig = command
+    workdir = str(kubeconfig.parent)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert wait_until_gone(workdir) == []
+
+
+def test_printed_kubeconfig_gives_admin_access(
+    command: tuple[subprocess.Popen[str], Path],
+) -> None:
+    from jobset_controller.envtest import ensure_binaries
+
+    _, kubeconfig = command
+    result = subprocess.run(
+        [
+            str(ensure_binaries() / "kubectl"),
+            f"--kubeconfig={kubeconfig}",
+            "auth",
+            "can-i",
+            "*",
+            "*",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "yes"
