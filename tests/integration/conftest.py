@@ -8,12 +8,13 @@ stopped and the teardown fails if any process it started is still alive.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from jobset_controller.envtest import ControlPlane
 from jobset_controller.envtest.processes import processes_mentioning
+from jobset_controller.runtime.client import KubeClient
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +40,13 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
         yield name
     finally:
         control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
+    """Our own raw-JSON client (runtime.client), authenticated as the admin."""
+    client = await KubeClient.connect(kubeconfig=str(control_plane.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()

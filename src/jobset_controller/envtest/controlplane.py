@@ -229,7 +229,23 @@ class ControlPlane:
         body: Any = None,
         content_type: str = "application/json",
     ) -> tuple[int, dict[str, Any]]:
-        """One admin request; returns (HTTP status, decoded JSON body or {})."""
+        """One admin request; returns (HTTP status, decoded JSON body or {}).
+
+        Connection errors are retried for a few seconds: right after a (re)start the apiserver
+        can reset connections for a moment even though /readyz already answered.
+        """
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                return self._request_once(method, path, body, content_type)
+            except (ConnectionError, ssl.SSLError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def _request_once(
+        self, method: str, path: str, body: Any, content_type: str
+    ) -> tuple[int, dict[str, Any]]:
         conn = http.client.HTTPSConnection(
             "127.0.0.1", self._apiserver_port, context=self._ssl_context(), timeout=30
         )
@@ -249,7 +265,7 @@ class ControlPlane:
 
     def _get_status(self, path: str) -> int:
         try:
-            return self.request("GET", path)[0]
+            return self._request_once("GET", path, None, "application/json")[0]
         except (OSError, ssl.SSLError):
             return 0
 

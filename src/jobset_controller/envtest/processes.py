@@ -4,6 +4,9 @@ A test run that is interrupted, or a harness that crashes, must not leave an etc
 running (the next run would find its ports and data dirs in a strange state). Three layers make
 sure of it: an explicit stop (terminate, wait, then kill), an atexit hook for forgotten stops, and
 on Linux the kernel's parent-death signal, which kills the child even when Python dies by SIGKILL.
+
+Caveat of that signal: it fires when the THREAD that started the child exits, so start processes
+from a long-lived thread (the main thread), never from a worker such as `asyncio.to_thread`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,392 @@
+"""The one place that talks to the Kubernetes API server.
+
+Why not the generated API classes: they deserialise into model objects 20-40x slower than a raw
+JSON parse, hold three times the memory, drop unknown fields, and send a dict given to a typed
+patch method as a strategic-merge patch, which CRDs reject. So this wrapper borrows only
+authentication and transport from the official asyncio client (`kubernetes.aio`: kubeconfig,
+in-cluster config, exec/token refresh, its aiohttp session) and speaks raw JSON over it.
+
+What it adds, like client-go's rest client:
+- a client-side token bucket (QPS/burst, 500/500 by default as upstream's flags);
+- a User-Agent naming the controller and its version;
+- retries of 429 and 5xx answers that carry Retry-After (at most `max_retries`), and of
+  connection errors for reads, with backoff;
+- explicit content types for merge patch and server-side apply;
+- HTTP status mapped to exceptions once, here (`NotFound`, `Conflict`, `AlreadyExists`, `Gone`,
+  `Invalid`, `TooManyRequests`, `ServerError`), so callers decide with `except`, not with numbers;
+- `rest_client_requests_total` and `rest_client_request_duration_seconds` metrics;
+- a watch stream reader that splits lines itself (objects of any size; aiohttp's readline stops
+  at its buffer limit) and has a read timeout, so a half-open connection cannot hang a watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import aiohttp
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from jobset_controller.runtime.ratelimit import TokenBucket
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+_REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+
+
+class ApiError(Exception):
+    """An error answer from the API server, with its Status body."""
+
+    def __init__(self, status: int, body: Mapping[str, Any], method: str = "", path: str = ""):
+        self.status = status
+        self.body = dict(body)
+        self.reason: str = str(body.get("reason", ""))
+        self.message: str = str(body.get("message", "")) or f"HTTP {status}"
+        self.retry_after: float | None = None
+        super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}".strip())
+
+
+class NotFound(ApiError):
+    """404."""
+
+
+class Conflict(ApiError):
+    """409 with a stale resourceVersion: reconcile again from fresh state."""
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists on create: the object is there, which is what the caller wanted."""
+
+
+class Gone(ApiError):
+    """410 Gone / Expired: the resourceVersion is too old; relist."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation; the message names the fields."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC or an admission policy said no."""
+
+
+class TooManyRequests(ApiError):
+    """429 after the retries were used up."""
+
+
+class ServerError(ApiError):
+    """5xx after the retries were used up."""
+
+
+def error_for(status: int, body: Mapping[str, Any], method: str = "", path: str = "") -> ApiError:
+    if status == 404:
+        return NotFound(status, body, method, path)
+    if status == 409:
+        if body.get("reason") == "AlreadyExists":
+            return AlreadyExists(status, body, method, path)
+        return Conflict(status, body, method, path)
+    if status == 410:
+        return Gone(status, body, method, path)
+    if status == 422:
+        return Invalid(status, body, method, path)
+    if status == 403:
+        return Forbidden(status, body, method, path)
+    if status == 429:
+        return TooManyRequests(status, body, method, path)
+    if status >= 500:
+        return ServerError(status, body, method, path)
+    return ApiError(status, body, method, path)
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Knobs of the client; defaults are upstream JobSet's."""
+
+    qps: float = 500.0
+    burst: int = 500
+    user_agent: str = "jobset-controller"
+    max_retries: int = 10
+    request_timeout: float = 30.0
+
+
+class RestClientMetrics:
+    """client-go's rest_client_* metrics, as controller-runtime exports them."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.requests = Counter(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"],
+            buckets=_REQUEST_BUCKETS,
+            registry=registry,
+        )
+
+
+class KubeClient:
+    """Raw-JSON access to one API server. Create with `connect()`, close with `close()`."""
+
+    def __init__(
+        self,
+        *,
+        server: str,
+        session: aiohttp.ClientSession,
+        token: Any,
+        settings: ClientSettings,
+        metrics: RestClientMetrics,
+        bucket: TokenBucket,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self._host = urlsplit(self.server).netloc
+        self._session = session
+        self._token = token
+        self.settings = settings
+        self._metrics = metrics
+        self._bucket = bucket
+
+    @classmethod
+    async def connect(
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        settings: ClientSettings | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> KubeClient:
+        """Load credentials (kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster)."""
+        from kubernetes.aio.client import Configuration
+        from kubernetes.aio.client.rest import RESTClientObject
+        from kubernetes.aio.config import (
+            ConfigException,
+            load_incluster_config,
+            load_kube_config,
+        )
+
+        settings = settings or ClientSettings()
+        configuration = Configuration()
+        try:
+            await load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        except (ConfigException, FileNotFoundError, OSError):
+            if kubeconfig is not None:
+                raise
+            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        # kubernetes.aio's transport: SSL context from the config, a 2 MiB read buffer, proxies.
+        session = RESTClientObject(configuration)._create_pool_manager()
+        from jobset_controller.runtime.clock import RealClock
+
+        return cls(
+            server=configuration.host,
+            session=session,
+            token=configuration,
+            settings=settings,
+            metrics=RestClientMetrics(registry),
+            bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=RealClock()),
+        )
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    # ------------------------------------------------------------------------ plumbing
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": self.settings.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = await self._token.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    def _url(self, path: str, params: Mapping[str, Any] | None) -> str:
+        query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
+        return self.server + path + ("?" + urlencode(query) if query else "")
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        request_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One API call with throttling and retries; returns the decoded JSON body."""
+        url = self._url(path, params)
+        payload = None if body is None else orjson.dumps(body)
+        attempt = 0
+        while True:
+            await self._bucket.acquire()
+            started = time.monotonic()
+            code = "<error>"
+            try:
+                async with self._session.request(
+                    method,
+                    url,
+                    data=payload,
+                    headers=await self._headers(content_type if payload is not None else None),
+                    timeout=aiohttp.ClientTimeout(
+                        total=request_timeout or self.settings.request_timeout
+                    ),
+                ) as response:
+                    raw = await response.read()
+                    code = str(response.status)
+                    status, retry_after = response.status, response.headers.get("Retry-After")
+            except (aiohttp.ClientError, TimeoutError):
+                if method != "GET" or attempt >= self.settings.max_retries:
+                    raise
+                attempt += 1
+                await asyncio.sleep(_backoff(attempt))
+                continue
+            finally:
+                self._metrics.requests.labels(code, method, self._host).inc()
+                self._metrics.latency.labels(method, self._host).observe(time.monotonic() - started)
+            decoded = _decode(raw)
+            if status < 400:
+                return decoded
+            delay = _retry_delay(status, retry_after, attempt)
+            if delay is not None and attempt < self.settings.max_retries:
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            error = error_for(status, decoded, method, path)
+            error.retry_after = _parse_retry_after(retry_after)
+            raise error
+
+    # ------------------------------------------------------------------------ verbs
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]:
+        return await self.request("POST", path, params=params, body=body)
+
+    async def replace(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]:
+        return await self.request("PUT", path, params=params, body=body)
+
+    async def merge_patch(
+        self, path: str, patch: Mapping[str, Any], **params: Any
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PATCH", path, params=params, body=patch, content_type=MERGE_PATCH
+        )
+
+    async def apply(
+        self, path: str, body: Mapping[str, Any], *, field_manager: str, force: bool = True
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PATCH",
+            path,
+            params={"fieldManager": field_manager, "force": force},
+            body=body,
+            content_type=APPLY_PATCH,
+        )
+
+    async def delete(
+        self,
+        path: str,
+        *,
+        propagation: str | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v is not None
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        return await self.request("DELETE", path, body=options)
+
+    async def watch(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, Any],
+        read_timeout: float,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield watch events ({"type", "object"}) until the server ends the stream.
+
+        An HTTP error status raises the mapped ApiError; a read silent for `read_timeout`
+        raises TimeoutError.
+        """
+        await self._bucket.acquire()
+        url = self._url(path, {**params, "watch": True})
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout)
+        async with self._session.get(
+            url, headers=await self._headers(None), timeout=timeout
+        ) as response:
+            self._metrics.requests.labels(str(response.status), "WATCH", self._host).inc()
+            if response.status >= 400:
+                raise error_for(response.status, _decode(await response.read()), "WATCH", path)
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while True:
+                    newline = buffer.find(b"\n")
+                    if newline < 0:
+                        break
+                    line, buffer = buffer[:newline], buffer[newline + 1 :]
+                    if line.strip():
+                        yield orjson.loads(line)
+            if buffer.strip():
+                yield orjson.loads(buffer)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        decoded = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {"message": raw.decode(errors="replace")[:1000]}
+    return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _backoff(attempt: int) -> float:
+    base: float = min(0.1 * 2 ** (attempt - 1), 5.0)
+    return base * (1 + random.random())
+
+
+def _retry_delay(status: int, retry_after: str | None, attempt: int) -> float | None:
+    """How long to wait before retrying this answer, or None if it must not be retried.
+
+    Like client-go: an answer with Retry-After (429, 503, 504...) is retried after that delay;
+    a 429 without it is retried with backoff; other errors are final.
+    """
+    seconds = _parse_retry_after(retry_after)
+    if seconds is not None and (status == 429 or status >= 500):
+        return min(seconds, 30.0)
+    if status == 429:
+        return _backoff(attempt + 1)
+    return None

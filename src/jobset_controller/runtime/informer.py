@@ -1,0 +1,349 @@
+"""An informer: one resource's objects kept in memory by LIST then WATCH, with indexes.
+
+Why our own: the official client's Watch and SharedInformer can stop or hang silently, relist
+from etcd, skip bookmarks and spin without backoff (machinery.md 6.2-6.3). This loop follows
+client-go's reflector instead:
+
+1. LIST (resourceVersion "0": served by the apiserver's cache) and replace the store; objects
+   that vanished since the last list are delivered as deletes with their last known state.
+2. WATCH from the list's resourceVersion with bookmarks and a random server timeout in
+   [300, 600] s, plus a client read timeout (longer than the ~60 s bookmark interval) so a
+   half-open connection is noticed.
+3. A clean end of stream re-watches from the last seen resourceVersion without relisting.
+4. 410 Gone / Expired (an ERROR event or an HTTP status) relists at the last resourceVersion,
+   then with "" (a consistent read) if that is too old as well.
+5. Other errors back off 0.8 s doubling to 30 s, each wait drawn from [d, 2d), reset after two
+   healthy minutes; the watch resumes from the last resourceVersion (the cache is still valid).
+
+Objects are raw dicts (orjson-parsed), passed through a `transform` on the way in (strip
+managedFields, keep only what the controller reads). The store is mutated only on the event loop,
+so it needs no lock. Handlers are plain callbacks that must not block (they enqueue keys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from jobset_controller.runtime.client import ApiError, Gone, KubeClient, ServerError
+
+Obj = dict[str, Any]
+Transform = Callable[[Obj], Obj]
+IndexFunc = Callable[[Obj], Iterable[str]]
+
+log = structlog.get_logger("informer")
+
+_BACKOFF_INITIAL = 0.8
+_BACKOFF_MAX = 30.0
+_BACKOFF_RESET = 120.0
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects (client-go's key format)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def index_by_namespace(obj: Obj) -> list[str]:
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return [namespace] if namespace else []
+
+
+def controller_owner_uid(obj: Mapping[str, Any], *, api_version: str, kind: str) -> str | None:
+    """UID of the controller ownerReference of the given apiVersion/kind, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if (
+            ref.get("controller")
+            and ref.get("apiVersion") == api_version
+            and ref.get("kind") == kind
+        ):
+            uid = ref.get("uid")
+            return str(uid) if uid else None
+    return None
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a resource lives in the API: `/api/v1/...` or `/apis/<group>/<version>/...`."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return base + (f"/{name}" if name else "")
+
+
+class Store:
+    """Objects by key plus secondary indexes (index name -> value -> keys)."""
+
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+        self._items: dict[str, Obj] = {}
+        self._indexers = dict(indexers or {})
+        self._indexes: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Obj]:
+        return iter(list(self._items.values()))
+
+    def list_keys(self) -> list[str]:
+        return list(self._items)
+
+    def get(self, key: str) -> Obj | None:
+        return self._items.get(key)
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        keys = self._indexes[index].get(value, ())
+        return [self._items[k] for k in sorted(keys)]
+
+    def put(self, obj: Obj) -> Obj | None:
+        """Insert or replace; returns the previous object."""
+        key = object_key(obj)
+        old = self._items.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._items[key] = obj
+        for name, func in self._indexers.items():
+            for value in func(obj):
+                self._indexes[name].setdefault(value, set()).add(key)
+        return old
+
+    def remove(self, key: str) -> Obj | None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def _unindex(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            for value in func(obj):
+                keys = self._indexes[name].get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._indexes[name][value]
+
+
+@dataclass
+class Handlers:
+    """Callbacks run on the event loop for each change; they must be quick and not raise."""
+
+    on_add: Callable[[Obj], None] = lambda obj: None
+    on_update: Callable[[Obj, Obj], None] = lambda old, new: None
+    on_delete: Callable[[Obj], None] = lambda obj: None
+
+
+@dataclass
+class InformerStats:
+    lists: int = 0
+    watches: int = 0
+    relists_after_expiry: int = 0
+    errors: int = 0
+    last_error: str = ""
+    backoff_delays: list[float] = field(default_factory=list)
+
+
+class _Expired(Exception):
+    pass
+
+
+class Informer:
+    """Keeps `store` in step with one resource (optionally one namespace / label selector)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        transform: Transform = strip_managed_fields,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        handlers: Handlers | None = None,
+        read_timeout: float = 90.0,
+        min_watch_timeout: int = 300,
+        resync_period: float | None = None,
+    ) -> None:
+        self._client = client
+        self.resource = resource
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._transform = transform
+        self.store = Store({"namespace": index_by_namespace, **(indexers or {})})
+        self.handlers = handlers or Handlers()
+        self._read_timeout = read_timeout
+        self._min_watch_timeout = min_watch_timeout
+        self._resync_period = resync_period
+        self._synced = asyncio.Event()
+        self.resource_version = ""
+        self.stats = InformerStats()
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        loop = asyncio.get_running_loop()
+        delay = _BACKOFF_INITIAL
+        last_trouble = loop.time()
+        # A synced informer that is run again resumes watching from its resourceVersion: the
+        # cache is still valid, exactly as after a broken watch.
+        need_list = not self.has_synced()
+        resync = asyncio.create_task(self._resync_loop()) if self._resync_period else None
+        try:
+            while True:
+                try:
+                    if need_list:
+                        await self._list()
+                        need_list = False
+                    await self._watch()
+                    continue  # clean end of stream: re-watch from the last resourceVersion
+                except _Expired:
+                    self.stats.relists_after_expiry += 1
+                    need_list = True
+                    log.info("watch expired, relisting", resource=self.resource.plural)
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    self.stats.errors += 1
+                    self.stats.last_error = str(error)
+                    log.warning(
+                        "list/watch failed", resource=self.resource.plural, error=str(error)
+                    )
+                now = loop.time()
+                if now - last_trouble > _BACKOFF_RESET:
+                    delay = _BACKOFF_INITIAL
+                last_trouble = now
+                wait = delay * (1 + random.random())
+                self.stats.backoff_delays.append(wait)
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, _BACKOFF_MAX)
+        finally:
+            if resync is not None:
+                resync.cancel()
+
+    # ---------------------------------------------------------------------------- list
+    def _path(self) -> str:
+        return self.resource.path(self._namespace)
+
+    async def _list(self) -> None:
+        params: dict[str, Any] = {"labelSelector": self._label_selector}
+        attempts = [self.resource_version or "0", ""]
+        body: dict[str, Any] | None = None
+        for rv in attempts:
+            try:
+                body = await self._client.get(self._path(), resourceVersion=rv, **params)
+                break
+            except Gone:
+                continue
+            except ServerError as error:
+                if error.status == 504 and "Too large resource version" in error.message:
+                    continue
+                raise
+        if body is None:
+            raise RuntimeError(f"listing {self.resource.plural} failed at every resourceVersion")
+        self.stats.lists += 1
+        self._replace([self._transform(item) for item in body.get("items") or ()])
+        self.resource_version = str((body.get("metadata") or {}).get("resourceVersion", ""))
+        self._synced.set()
+
+    def _replace(self, items: list[Obj]) -> None:
+        """Make the store equal to a fresh list, notifying handlers of every difference."""
+        fresh = {object_key(item): item for item in items}
+        for key in self.store.list_keys():
+            if key not in fresh:
+                old = self.store.remove(key)
+                if old is not None:
+                    self.handlers.on_delete(old)
+        for item in fresh.values():
+            old = self.store.put(item)
+            if old is None:
+                self.handlers.on_add(item)
+            elif _rv(old) != _rv(item):
+                self.handlers.on_update(old, item)
+
+    # ---------------------------------------------------------------------------- watch
+    async def _watch(self) -> None:
+        params = {
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": random.randint(self._min_watch_timeout, 2 * self._min_watch_timeout),
+            "labelSelector": self._label_selector,
+        }
+        self.stats.watches += 1
+        loop = asyncio.get_running_loop()
+        started, events = loop.time(), 0
+        try:
+            async for event in self._client.watch(
+                self._path(), params=params, read_timeout=self._read_timeout
+            ):
+                events += 1
+                self._apply(event)
+        except Gone as error:
+            raise _Expired from error
+        if events == 0 and loop.time() - started < 1.0:
+            # A proxy or a sick server cutting watches at once must not cause a hot loop.
+            raise RuntimeError("very short watch: closed in under 1 s without events")
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            status = int(obj.get("code") or 0)
+            if status == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise _Expired(obj.get("message", "expired"))
+            raise ApiError(status, obj, "WATCH", self._path())
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            if rv:
+                self.resource_version = str(rv)
+            return
+        obj = self._transform(obj)
+        if kind in ("ADDED", "MODIFIED"):
+            old = self.store.put(obj)
+            if old is None:
+                self.handlers.on_add(obj)
+            else:
+                self.handlers.on_update(old, obj)
+        elif kind == "DELETED":
+            self.store.remove(object_key(obj))
+            self.handlers.on_delete(obj)
+        else:
+            log.warning("unknown watch event type", type=kind, resource=self.resource.plural)
+            return
+        if rv:
+            self.resource_version = str(rv)
+
+    async def _resync_loop(self) -> None:
+        assert self._resync_period is not None
+        while True:
+            await asyncio.sleep(self._resync_period)
+            for obj in self.store:
+                self.handlers.on_update(obj, obj)
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))

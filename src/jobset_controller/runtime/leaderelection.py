@@ -1,0 +1,277 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, with client-go's algorithm.
+
+Why our own: the Python client's elector judges expiry by the wall clock, has no jitter, no fast
+path, never counts leaseTransitions, cannot release, and keeps the process running when
+leadership is lost (machinery.md 4.4). The rules here:
+
+- Expiry is judged on the local MONOTONIC clock from the moment this process last saw the Lease
+  record change, never from the renewTime written in it, so clock offsets between nodes are
+  harmless.
+- Every write is a PUT of the object last read, carrying its resourceVersion: if two candidates
+  race, the apiserver lets exactly one win (409 for the other).
+- Candidates retry every retryPeriod x (1 + random x 1.2).
+- The leader renews every retryPeriod; if no renewal succeeds within renewDeadline it has lost
+  and `renew_until_lost` raises LeadershipLost. There is no fencing, so the caller must stop all
+  work at once (our manager exits non-zero, as controller-runtime does).
+- On graceful shutdown `release()` empties the holder with leaseDurationSeconds 1 so a successor
+  takes over in about a second instead of waiting out the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
+
+log = structlog.get_logger("leaderelection")
+
+JITTER_FACTOR = 1.2
+
+
+class LeadershipLost(Exception):
+    """Renewal failed for longer than renewDeadline: stop everything guarded by the lease."""
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    namespace: str
+    identity: str
+    name: str = "6d4f6a47.jobset.x-k8s.io"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def validate(self) -> None:
+        """client-go's rule: leaseDuration > renewDeadline > 1.2 x retryPeriod > 0."""
+        if self.retry_period <= 0:
+            raise ValueError("retryPeriod must be greater than zero")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError("renewDeadline must be greater than retryPeriod*JitterFactor")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("leaseDuration must be greater than renewDeadline")
+
+
+def _micro_time(now: datetime.datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _record(lease: dict[str, Any]) -> tuple[Any, ...]:
+    spec = lease.get("spec") or {}
+    return tuple(
+        spec.get(k)
+        for k in (
+            "holderIdentity",
+            "leaseDurationSeconds",
+            "acquireTime",
+            "renewTime",
+            "leaseTransitions",
+        )
+    )
+
+
+class LeaderElector:
+    """One candidate for one Lease."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        config: LeaderElectionConfig,
+        *,
+        registry: CollectorRegistry | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        config.validate()
+        self._client = client
+        self.config = config
+        self._monotonic = monotonic
+        self._wall_clock = wall_clock
+        self._lease: dict[str, Any] | None = None
+        self._observed_record: tuple[Any, ...] | None = None
+        self._observed_time = 0.0
+        self.is_leader = False
+        self._status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
+            registry=registry,
+        )
+        self._slowpath = Counter(
+            "leader_election_slowpath",
+            "Total number of slow path exercised in renewing leader leases.",
+            ["name"],
+            registry=registry,
+        )
+        self._status.labels(config.name).set(0)
+
+    @property
+    def _path(self) -> str:
+        c = self.config
+        return f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases/{c.name}"
+
+    @property
+    def _request_timeout(self) -> float:
+        return max(self.config.renew_deadline / 2, 1.0)
+
+    def _set_leader(self, leader: bool) -> None:
+        if leader != self.is_leader:
+            log.info(
+                "became leader" if leader else "stopped leading",
+                lease=self.config.name,
+                identity=self.config.identity,
+            )
+        self.is_leader = leader
+        self._status.labels(self.config.name).set(1 if leader else 0)
+
+    async def acquire(self) -> None:
+        """Return once this candidate holds the Lease."""
+        log.info("attempting to acquire leader lease", lease=self.config.name)
+        while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling is the protocol
+            await asyncio.sleep(self.config.retry_period * (1 + random.random() * JITTER_FACTOR))
+        self._set_leader(True)
+
+    async def renew_until_lost(self) -> None:
+        """Renew every retryPeriod; raise LeadershipLost when renewDeadline passes without one."""
+        while True:
+            deadline = self._monotonic() + self.config.renew_deadline
+            renewed = False
+            while not renewed:
+                remaining = deadline - self._monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    renewed = await asyncio.wait_for(self.try_acquire_or_renew(), remaining)
+                except TimeoutError:
+                    break
+                if not renewed:
+                    await asyncio.sleep(min(self.config.retry_period, max(remaining, 0)))
+            if not renewed:
+                self._set_leader(False)
+                raise LeadershipLost(f"failed to renew lease {self.config.name}")
+            await asyncio.sleep(self.config.retry_period)
+
+    async def try_acquire_or_renew(self) -> bool:
+        now = self._wall_clock()
+        cfg = self.config
+        if self.is_leader and self._lease is not None and self._valid():
+            lease = _with_spec(self._lease, renewTime=_micro_time(now))
+            try:
+                self._observe(await self._put(lease))
+                return True
+            except (ApiError, OSError, TimeoutError) as error:
+                self._slowpath.labels(cfg.name).inc()
+                log.info("lease fast-path renew failed", lease=cfg.name, error=str(error))
+        try:
+            current = await self._client.request(
+                "GET", self._path, request_timeout=self._request_timeout
+            )
+        except NotFound:
+            return await self._create(now)
+        except (ApiError, OSError, TimeoutError) as error:
+            log.warning("reading lease failed", lease=cfg.name, error=str(error))
+            return False
+        if _record(current) != self._observed_record:
+            self._observed_record = _record(current)
+            self._observed_time = self._monotonic()
+        self._lease = current
+        spec = current.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        if holder and holder != cfg.identity and self._valid(spec.get("leaseDurationSeconds")):
+            if self.is_leader:
+                self._set_leader(False)
+            return False
+        changes: dict[str, Any] = {
+            "holderIdentity": cfg.identity,
+            "leaseDurationSeconds": int(cfg.lease_duration),
+            "renewTime": _micro_time(now),
+        }
+        if holder != cfg.identity:
+            changes["acquireTime"] = _micro_time(now)
+            changes["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        try:
+            self._observe(await self._put(_with_spec(current, **changes)))
+        except (ApiError, OSError, TimeoutError) as error:
+            log.info("lease update failed", lease=cfg.name, error=str(error))
+            return False
+        return True
+
+    async def release(self) -> None:
+        """Give the Lease up (only if we hold it) so a successor need not wait it out."""
+        if not self.is_leader:
+            return
+        now = _micro_time(self._wall_clock())
+        try:
+            current = await self._client.request(
+                "GET", self._path, request_timeout=self._request_timeout
+            )
+            if (current.get("spec") or {}).get("holderIdentity") == self.config.identity:
+                await self._put(
+                    _with_spec(
+                        current,
+                        holderIdentity="",
+                        leaseDurationSeconds=1,
+                        acquireTime=now,
+                        renewTime=now,
+                    )
+                )
+                log.info("released leader lease", lease=self.config.name)
+        except (ApiError, OSError, TimeoutError) as error:
+            log.warning("releasing lease failed", lease=self.config.name, error=str(error))
+        finally:
+            self._set_leader(False)
+
+    # ------------------------------------------------------------------------- helpers
+    def _valid(self, duration: float | None = None) -> bool:
+        seconds = float(duration if duration is not None else self.config.lease_duration)
+        return self._observed_time + seconds > self._monotonic()
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        self._lease = lease
+        self._observed_record = _record(lease)
+        self._observed_time = self._monotonic()
+
+    async def _put(self, lease: dict[str, Any]) -> dict[str, Any]:
+        return await self._client.request(
+            "PUT", self._path, body=lease, request_timeout=self._request_timeout
+        )
+
+    async def _create(self, now: datetime.datetime) -> bool:
+        cfg = self.config
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": cfg.name, "namespace": cfg.namespace},
+            "spec": {
+                "holderIdentity": cfg.identity,
+                "leaseDurationSeconds": int(cfg.lease_duration),
+                "acquireTime": _micro_time(now),
+                "renewTime": _micro_time(now),
+                "leaseTransitions": 0,
+            },
+        }
+        try:
+            created = await self._client.request(
+                "POST",
+                f"/apis/coordination.k8s.io/v1/namespaces/{cfg.namespace}/leases",
+                body=lease,
+                request_timeout=self._request_timeout,
+            )
+        except (ApiError, OSError, TimeoutError) as error:
+            log.info("creating lease failed", lease=cfg.name, error=str(error))
+            return False
+        self._observe(created)
+        return True
+
+
+def _with_spec(lease: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**lease, "spec": {**(lease.get("spec") or {}), **changes}}
