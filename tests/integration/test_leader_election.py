@@ -1,0 +1,110 @@
+"""Lease leader election against a real apiserver, with short timings (lease 3 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+
+from jobset_controller.runtime.client import KubeClient
+from jobset_controller.runtime.leaderelection import (
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+)
+
+LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
+
+
+def elector(kube: KubeClient, namespace: str, identity: str) -> LeaderElector:
+    config = LeaderElectionConfig(
+        namespace=namespace,
+        identity=identity,
+        name="test-lease",
+        lease_duration=LEASE,
+        renew_deadline=RENEW,
+        retry_period=RETRY,
+    )
+    return LeaderElector(kube, config)
+
+
+async def lease_holder(kube: KubeClient, namespace: str) -> str:
+    lease = await kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/test-lease")
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+async def lead(candidate: LeaderElector) -> None:
+    await candidate.acquire()
+    await candidate.renew_until_lost()
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+        await task
+
+
+async def test_exactly_one_candidate_holds_the_lease(kube: KubeClient, namespace: str) -> None:
+    a, b = elector(kube, namespace, "a"), elector(kube, namespace, "b")
+    tasks = [asyncio.create_task(lead(a)), asyncio.create_task(lead(b))]
+    await asyncio.sleep(LEASE * 2)  # long enough for the loser to have retried several times
+    try:
+        assert [a.is_leader, b.is_leader].count(True) == 1
+        winner = "a" if a.is_leader else "b"
+        assert await lease_holder(kube, namespace) == winner
+    finally:
+        for task in tasks:
+            await stop(task)
+
+
+@pytest.mark.parametrize("graceful", [False, True], ids=["crash", "release"])
+async def test_standby_takes_over_when_the_leader_goes_away(
+    kube: KubeClient, namespace: str, graceful: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = elector(kube, namespace, "first")
+    await first.acquire()
+    renewing = asyncio.create_task(first.renew_until_lost())
+    second = elector(kube, namespace, "second")
+    standby = asyncio.create_task(second.acquire())
+    await asyncio.sleep(RETRY * 3)
+    assert not standby.done()
+    await stop(renewing)
+    if graceful:
+        await first.release()
+    gone = time.monotonic()
+    await asyncio.wait_for(standby, LEASE + RETRY * 2.2 + 2)
+    took = time.monotonic() - gone
+    with capsys.disabled():
+        print(f"\n  takeover after {'release' if graceful else 'crash'}: {took:.2f} s")
+    assert second.is_leader
+    assert await lease_holder(kube, namespace) == "second"
+    bound = RETRY * 2.2 + 1.0 if graceful else LEASE + RETRY * 2.2 + 1.0
+    assert took <= bound
+    lease = await kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/test-lease")
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+async def test_leader_that_cannot_renew_reports_loss(kube: KubeClient, namespace: str) -> None:
+    leader = elector(kube, namespace, "leader")
+    await leader.acquire()
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/test-lease"
+    # Someone else takes the lease by force (as an operator editing it would).
+    await kube.merge_patch(
+        path, {"spec": {"holderIdentity": "usurper", "leaseDurationSeconds": 60}}
+    )
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(leader.renew_until_lost(), RENEW + RETRY * 4 + 2)
+    assert not leader.is_leader
+
+
+def test_invalid_timings_are_refused() -> None:
+    with pytest.raises(ValueError, match="leaseDuration must be greater than renewDeadline"):
+        LeaderElectionConfig(
+            namespace="x", identity="y", lease_duration=5, renew_deadline=5
+        ).validate()
+    with pytest.raises(ValueError, match="renewDeadline must be greater than retryPeriod"):
+        LeaderElectionConfig(
+            namespace="x", identity="y", renew_deadline=2, retry_period=2
+        ).validate()
