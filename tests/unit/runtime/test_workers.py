@@ -1,0 +1,117 @@
+"""Worker tasks: errors are retried with backoff and never kill a worker; requeue-after works."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+
+from prometheus_client import CollectorRegistry
+
+from jobset_controller.runtime.clock import FakeClock
+from jobset_controller.runtime.workers import Result, Workers
+from jobset_controller.runtime.workqueue import WorkQueue
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+async def test_a_raising_reconcile_is_retried_with_backoff_and_the_worker_survives() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue("test", clock=clock)
+    registry = CollectorRegistry()
+    calls: list[tuple[str, float]] = []
+
+    async def reconcile(key: str) -> Result | None:
+        calls.append((key, clock.now()))
+        if key == "ns/bad" and len([c for c in calls if c[0] == key]) <= 3:
+            raise RuntimeError("boom")
+        return None
+
+    workers = Workers("test", queue, reconcile, registry=registry)
+    task = asyncio.create_task(workers.run())
+    queue.add("ns/bad")
+    queue.add("ns/good")
+    await clock.settle()
+    for _ in range(3):
+        await clock.advance(0.1)
+    bad_times = [t for k, t in calls if k == "ns/bad"]
+    assert len(bad_times) == 4
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(bad_times)]
+    assert gaps == [0.005, 0.01, 0.02]  # client-go's per-item exponential backoff
+    assert ("ns/good", 0.0) in calls
+    assert not task.done()
+    assert queue.num_requeues("ns/bad") == 0  # forgotten after the success
+    assert sample(registry, "controller_runtime_reconcile_errors_total", controller="test") == 3
+    assert (
+        sample(registry, "controller_runtime_reconcile_total", controller="test", result="success")
+        == 2
+    )
+    queue.shutdown()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_requeue_after_brings_the_key_back_later() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue("test", clock=clock)
+    registry = CollectorRegistry()
+    seen: list[float] = []
+
+    async def reconcile(key: str) -> Result | None:
+        seen.append(clock.now())
+        return Result(requeue_after=30.0) if len(seen) == 1 else None
+
+    task = asyncio.create_task(Workers("test", queue, reconcile, registry=registry).run())
+    queue.add("ns/a")
+    await clock.settle()
+    await clock.advance(29.0)
+    assert seen == [0.0]
+    await clock.advance(1.0)
+    assert seen == [0.0, 30.0]
+    assert (
+        sample(
+            registry,
+            "controller_runtime_reconcile_total",
+            controller="test",
+            result="requeue_after",
+        )
+        == 1
+    )
+    queue.shutdown()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_all_result_labels_are_preset_to_zero() -> None:
+    registry = CollectorRegistry()
+    queue: WorkQueue[str] = WorkQueue("test", clock=FakeClock())
+
+    async def reconcile(key: str) -> Result | None:
+        return None
+
+    Workers("jobset", queue, reconcile, registry=registry, workers=3)
+    for result in ("success", "error", "requeue", "requeue_after"):
+        assert (
+            registry.get_sample_value(
+                "controller_runtime_reconcile_total", {"controller": "jobset", "result": result}
+            )
+            == 0
+        )
+    assert (
+        sample(registry, "controller_runtime_max_concurrent_reconciles", controller="jobset") == 3
+    )
+
+
+async def test_workers_stop_when_the_queue_shuts_down() -> None:
+    queue: WorkQueue[str] = WorkQueue("test", clock=FakeClock())
+
+    async def reconcile(key: str) -> Result | None:
+        return None
+
+    task = asyncio.create_task(Workers("test", queue, reconcile, workers=2).run())
+    await asyncio.sleep(0)
+    queue.shutdown()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(task, 1)
+    assert task.done()
