@@ -1,0 +1,105 @@
+"""The Configuration file: upstream's keys and defaults, strict decoding, Go durations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobset_controller.config import ConfigError, load_configuration, parse_duration
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_no_file_gives_upstream_defaults() -> None:
+    config = load_configuration(None)
+    assert config.leader_election.leader_elect is True
+    assert config.leader_election.resource_name == "6d4f6a47.jobset.x-k8s.io"
+    assert (
+        config.leader_election.lease_duration,
+        config.leader_election.renew_deadline,
+        config.leader_election.retry_period,
+    ) == (15.0, 10.0, 2.0)
+    assert config.metrics.bind_address == ":8443"
+    assert config.health.health_probe_bind_address == ":8081"
+    assert (config.client_connection.qps, config.client_connection.burst) == (500.0, 500)
+    assert config.webhook.port == 9443
+    assert config.internal_cert_management.webhook_service_name == "jobset-webhook-service"
+
+
+def test_shipped_style_file_is_read(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: true
+  leaseDuration: 30s
+  renewDeadline: 1m
+  retryPeriod: 500ms
+clientConnection:
+  qps: 50
+  burst: 100
+featureGates:
+  RestartJob: true
+""",
+    )
+    config = load_configuration(path)
+    assert config.leader_election.lease_duration == 30.0
+    assert config.leader_election.renew_deadline == 60.0
+    assert config.leader_election.retry_period == 0.5
+    assert config.client_connection.qps == 50.0
+    assert config.feature_gates == {"RestartJob": True}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "leaderElection:\n  leaderElekt: true\n",
+            "leaderElection.leaderElekt: unknown field",
+            id="typo",
+        ),
+        pytest.param("metrics:\n  bindAddress: [1]\n", "metrics.bindAddress", id="wrong-type"),
+        pytest.param(
+            "leaderElection:\n  leaseDuration: soon\n",
+            "leaderElection.leaseDuration",
+            id="bad-duration",
+        ),
+        pytest.param("kind: Settings\n", "kind", id="wrong-kind"),
+        pytest.param(
+            "tls:\n  minVersion: VersionTLS13\n  cipherSuites: [TLS_AES_128_GCM_SHA256]\n",
+            "tls.cipherSuites: may not be specified when minVersion is 'VersionTLS13'",
+            id="tls13-ciphers",
+        ),
+        pytest.param("- a\n", "expected a mapping", id="not-a-mapping"),
+    ],
+)
+def test_bad_files_name_the_key_and_the_reason(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")) as info:
+        load_configuration(write(tmp_path, text))
+    assert str(info.value).startswith(f"--config {tmp_path / 'config.yaml'}: ")
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_configuration(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("2h", 7200.0), ("1.5s", 1.5), (3, 3.0)],
+)
+def test_go_durations(text: str | int, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "15", "s", "15x", "1m 30s"])
+def test_invalid_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
