@@ -16,8 +16,10 @@ client-go's reflector instead:
    healthy minutes; the watch resumes from the last resourceVersion (the cache is still valid).
 
 Objects are raw dicts (orjson-parsed), passed through a `transform` on the way in (strip
-managedFields, keep only what the controller reads). The store is mutated only on the event loop,
-so it needs no lock. Handlers are plain callbacks that must not block (they enqueue keys).
+managedFields, keep only what the controller reads) and an optional `keep` predicate (objects it
+rejects are not cached at all; one that stops matching is delivered as a delete). The store is
+mutated only on the event loop, so it needs no lock. Handlers are plain callbacks that must not
+block (they enqueue keys).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from jobset_controller.runtime.client import ApiError, Gone, KubeClient, ServerE
 
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
+Keep = Callable[[Obj], bool]
 IndexFunc = Callable[[Obj], Iterable[str]]
 
 log = structlog.get_logger("informer")
@@ -62,17 +65,15 @@ def index_by_namespace(obj: Obj) -> list[str]:
     return [namespace] if namespace else []
 
 
-def controller_owner_uid(obj: Mapping[str, Any], *, api_version: str, kind: str) -> str | None:
-    """UID of the controller ownerReference of the given apiVersion/kind, if any."""
+def controller_owner(obj: Mapping[str, Any], *, api_version: str, kind: str) -> dict[str, Any]:
+    """The controller ownerReference of the given apiVersion/kind, or {} if there is none."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if (
-            ref.get("controller")
-            and ref.get("apiVersion") == api_version
-            and ref.get("kind") == kind
+        if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) == (
+            api_version,
+            kind,
         ):
-            uid = ref.get("uid")
-            return str(uid) if uid else None
-    return None
+            return dict(ref)
+    return {}
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ class Informer:
         namespace: str | None = None,
         label_selector: str | None = None,
         transform: Transform = strip_managed_fields,
+        keep: Keep | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
         handlers: Handlers | None = None,
         read_timeout: float = 90.0,
@@ -188,6 +190,7 @@ class Informer:
         self._namespace = namespace
         self._label_selector = label_selector
         self._transform = transform
+        self._keep = keep
         self.store = Store({"namespace": index_by_namespace, **(indexers or {})})
         self.handlers = handlers or Handlers()
         self._read_timeout = read_timeout
@@ -266,7 +269,8 @@ class Informer:
         if body is None:
             raise RuntimeError(f"listing {self.resource.plural} failed at every resourceVersion")
         self.stats.lists += 1
-        self._replace([self._transform(item) for item in body.get("items") or ()])
+        items = [self._transform(item) for item in body.get("items") or ()]
+        self._replace([item for item in items if self._keep is None or self._keep(item)])
         self.resource_version = str((body.get("metadata") or {}).get("resourceVersion", ""))
         self._synced.set()
 
@@ -322,15 +326,21 @@ class Informer:
                 self.resource_version = str(rv)
             return
         obj = self._transform(obj)
-        if kind in ("ADDED", "MODIFIED"):
+        if kind in ("ADDED", "MODIFIED") and self._keep is not None and not self._keep(obj):
+            # Not (or no longer) interesting: drop it as if it were deleted.
+            kind = "DELETED" if self.store.get(object_key(obj)) is not None else "IGNORED"
+        if kind == "IGNORED":
+            pass
+        elif kind in ("ADDED", "MODIFIED"):
             old = self.store.put(obj)
             if old is None:
                 self.handlers.on_add(obj)
             else:
                 self.handlers.on_update(old, obj)
         elif kind == "DELETED":
-            self.store.remove(object_key(obj))
-            self.handlers.on_delete(obj)
+            old = self.store.remove(object_key(obj))
+            if old is not None or self._keep is None or self._keep(obj):
+                self.handlers.on_delete(obj)
         else:
             log.warning("unknown watch event type", type=kind, resource=self.resource.plural)
             return

@@ -1,0 +1,184 @@
+"""configure_logging and reconcile_context, observed through the text they write to a stream."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from jobset_controller.runtime.logging import configure_logging, parse_level, reconcile_context
+
+
+class TerminalStream(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+
+
+@pytest.fixture
+def stream() -> io.StringIO:
+    return io.StringIO()
+
+
+def json_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_carry_time_level_logger_and_message(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream)
+
+    structlog.get_logger("informer").info("watch started", resource="jobs")
+
+    [line] = json_lines(stream)
+    assert line["msg"] == "watch started"
+    assert line["level"] == "info"
+    assert line["logger"] == "informer"
+    assert line["resource"] == "jobs"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", line["ts"])
+
+
+def test_every_line_inside_a_reconcile_carries_its_keys(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream)
+    log = structlog.get_logger("controller")
+
+    with reconcile_context(jobset="train", namespace="team-a") as reconcile_id:
+        log.info("creating jobs")
+        logging.getLogger("aiohttp.client").warning("slow answer")
+    log.info("idle")
+
+    inside_1, inside_2, after = json_lines(stream)
+    for line in (inside_1, inside_2):
+        assert (line["jobset"], line["namespace"]) == ("train", "team-a")
+        assert line["reconcile_id"] == reconcile_id
+    assert "jobset" not in after
+    assert "reconcile_id" not in after
+
+
+async def test_reconcile_keys_belong_to_the_task_that_bound_them(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream)
+    log = structlog.get_logger("controller")
+
+    async def reconcile(name: str) -> None:
+        with reconcile_context(jobset=name, namespace="ns", reconcile_id=f"id-{name}"):
+            await asyncio.sleep(0)  # let the other worker bind its keys in between
+            log.info("reconciled")
+
+    await asyncio.gather(reconcile("a"), reconcile("b"))
+
+    assert sorted((line["jobset"], line["reconcile_id"]) for line in json_lines(stream)) == [
+        ("a", "id-a"),
+        ("b", "id-b"),
+    ]
+
+
+def test_standard_library_records_come_out_in_the_same_format(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream)
+
+    logging.getLogger("kubernetes.client").warning("retrying %s after %d s", "GET", 2)
+
+    [line] = json_lines(stream)
+    assert line["msg"] == "retrying GET after 2 s"
+    assert line["logger"] == "kubernetes.client"
+    assert line["level"] == "warning"
+    assert "ts" in line
+
+
+def test_lines_below_the_level_are_dropped(stream: io.StringIO) -> None:
+    configure_logging("warning", "json", stream=stream)
+
+    structlog.get_logger("x").info("quiet")
+    logging.getLogger("aiohttp").info("quiet too")
+    structlog.get_logger("x").error("loud")
+
+    assert [line["msg"] for line in json_lines(stream)] == ["loud"]
+
+
+def test_exceptions_are_structured_in_json(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream)
+
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        structlog.get_logger("x").exception("reconcile failed")
+
+    [line] = json_lines(stream)
+    assert line["exception"][0]["exc_type"] == "RuntimeError"
+    assert line["exception"][0]["exc_value"] == "boom"
+
+
+def test_console_format_is_readable_text(stream: io.StringIO) -> None:
+    configure_logging("info", "console", stream=stream)
+
+    with reconcile_context(jobset="train", namespace="team-a", reconcile_id="r1"):
+        structlog.get_logger("informer").info("watch started", resource="jobs")
+
+    text = stream.getvalue()
+    assert "watch started" in text
+    assert "resource=jobs" in text
+    assert "jobset=train" in text
+    assert "info" in text
+    assert "\x1b[" not in text  # no colour codes when the stream is not a terminal
+    assert not text.lstrip().startswith("{")
+
+
+def test_auto_format_is_json_off_a_terminal_and_console_on_one() -> None:
+    plain, terminal = io.StringIO(), TerminalStream()
+
+    configure_logging("info", "auto", stream=plain)
+    structlog.get_logger("x").info("hello")
+    configure_logging("info", "auto", stream=terminal)
+    structlog.get_logger("x").info("hello")
+
+    assert json.loads(plain.getvalue())["msg"] == "hello"
+    assert "hello" in terminal.getvalue()
+    assert not terminal.getvalue().startswith("{")
+
+
+def test_reconfiguring_replaces_the_handler(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=io.StringIO())
+    configure_logging("info", "json", stream=stream)
+
+    logging.getLogger("x").warning("once")
+
+    assert len(logging.getLogger().handlers) == 1
+    assert len(json_lines(stream)) == 1
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        ("debug", logging.DEBUG),
+        ("INFO", logging.INFO),
+        ("warn", logging.WARNING),
+        ("error", logging.ERROR),
+        ("0", logging.INFO),
+        ("2", logging.DEBUG),
+        (3, logging.DEBUG),
+    ],
+)
+def test_level_names_and_zap_verbosity_numbers(level: str | int, expected: int) -> None:
+    assert parse_level(level) == expected
+
+
+def test_unknown_level_or_format_is_rejected() -> None:
+    with pytest.raises(ValueError, match="log level"):
+        parse_level("loud")
+    with pytest.raises(ValueError, match="log format"):
+        configure_logging("info", "xml", stream=io.StringIO())  # type: ignore[arg-type]
