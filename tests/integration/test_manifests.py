@@ -1,0 +1,33 @@
+"""The install manifests render with kustomize and are accepted by a real apiserver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from jobset_controller.envtest import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_default_kustomization_renders_and_applies(control_plane: ControlPlane) -> None:
+    rendered = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "default"))
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("CustomResourceDefinition", "jobsets.jobset.x-k8s.io") in names
+    assert ("Deployment", "jobset-controller-manager") in names
+    assert ("ClusterRole", "jobset-manager-role") in names
+    assert all(
+        d["metadata"].get("namespace") in (None, "jobset-system")
+        for d in docs
+        if d["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding")
+    )
+    try:
+        output = control_plane.kubectl(
+            "apply", "--server-side", "--force-conflicts", "-f", "-", input_text=rendered
+        )
+        assert "deployment.apps/jobset-controller-manager serverside-applied" in output
+        assert "customresourcedefinition.apiextensions.k8s.io/jobsets.jobset.x-k8s.io" in output
+    finally:
+        control_plane.kubectl("delete", "namespace", "jobset-system", "--wait=false", check=False)
