@@ -5,7 +5,7 @@
 # release binaries. Everything comes from the Go module proxy and is compiled with the local Go.
 #
 # Usage: hack/k8s-binaries.sh [component ...]     prints the bin directory on the last line of stdout
-#   components: etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok
+#   components: etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm
 #   (default: all of them)
 #
 # Cache: ${JOBSET_CACHE_DIR:-$XDG_CACHE_HOME/jobset-controller or ~/.cache/jobset-controller}/k8s-<version>/bin
@@ -17,12 +17,13 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"     # the etcd k8s.io/kubernetes v1.36 pins in its go.mod
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
+HELM_VERSION="${HELM_VERSION:-v3.19.0}"    # renders charts/ in the tests
 
 cache_root="${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}"
 bin_dir="$cache_root/k8s-$K8S_VERSION/bin"
 work_dir="$cache_root/k8s-$K8S_VERSION/build"
 
-all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok)
+all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm)
 if [ "$#" -gt 0 ]; then wanted=("$@"); else wanted=("${all[@]}"); fi
 
 log() { printf '[k8s-binaries] %s\n' "$*" >&2; }
@@ -41,7 +42,7 @@ find_prebuilt() {
 mkdir -p "$bin_dir"
 missing=()
 for c in "${wanted[@]}"; do
-  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok) ;;
+  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok|helm) ;;
     *) log "unknown component '$c' (known: ${all[*]})"; exit 2 ;; esac
   if p=$(find_prebuilt "$c"); then
     ln -sf "$p" "$bin_dir/$c"
@@ -163,8 +164,15 @@ GO
   log "kwok $KWOK_VERSION built ($(elapsed))"
 }
 
+build_helm() {
+  # helm's module has no replace directives, so `go install` works directly.
+  GOBIN="$bin_dir" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  log "helm $HELM_VERSION built ($(elapsed))"
+}
+
 has etcd && build_etcd
 if has kube-apiserver || has kubectl || has kube-controller-manager || has kube-scheduler; then build_kube; fi
 has kwok && build_kwok
+has helm && build_helm
 log "done in $(elapsed); cache size $(du -sh "$cache_root/k8s-$K8S_VERSION" | cut -f1)"
 echo "$bin_dir"

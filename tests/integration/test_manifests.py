@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from jobset_controller.config import load_configuration
 from jobset_controller.envtest import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,3 +32,53 @@ def test_default_kustomization_renders_and_applies(control_plane: ControlPlane) 
         assert "customresourcedefinition.apiextensions.k8s.io/jobsets.jobset.x-k8s.io" in output
     finally:
         control_plane.kubectl("delete", "namespace", "jobset-system", "--wait=false", check=False)
+
+
+def test_helm_chart_renders_and_the_apiserver_accepts_it(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    import subprocess
+
+    helm = control_plane.bin_dir / "helm"
+    rendered = subprocess.run(
+        [
+            str(helm),
+            "template",
+            "jobset",
+            str(ROOT / "charts" / "jobset-controller"),
+            "--namespace",
+            namespace,
+            "--set",
+            "controller.featureGates.RestartJob=true",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(config["data"]["controller_manager_config.yaml"])
+    assert load_configuration(config_file).feature_gates == {"RestartJob": True}
+    output = control_plane.kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input_text=rendered,
+    )
+    assert "deployment.apps/jobset-controller serverside-applied (server dry run)" in output

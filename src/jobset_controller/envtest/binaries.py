@@ -16,6 +16,7 @@ from pathlib import Path
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 KWOK_VERSION = "v0.7.0"
+HELM_VERSION = "v3.19.0"
 
 INTEGRATION_COMPONENTS = ("etcd", "kube-apiserver", "kubectl")
 FULL_COMPONENTS = (*INTEGRATION_COMPONENTS, "kube-controller-manager", "kube-scheduler", "kwok")
@@ -73,7 +74,11 @@ def ensure_binaries(components: tuple[str, ...] = INTEGRATION_COMPONENTS) -> Pat
             "hack/k8s-binaries.sh from a source checkout to build them."
         )
     env = dict(
-        os.environ, K8S_VERSION=K8S_VERSION, ETCD_VERSION=ETCD_VERSION, KWOK_VERSION=KWOK_VERSION
+        os.environ,
+        K8S_VERSION=K8S_VERSION,
+        ETCD_VERSION=ETCD_VERSION,
+        KWOK_VERSION=KWOK_VERSION,
+        HELM_VERSION=HELM_VERSION,
     )
     result = subprocess.run(
         [str(root / "hack" / "k8s-binaries.sh"), *components],
