@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -58,9 +59,133 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="comma-separated Gate=true|false, as in the Configuration file's featureGates",
     )
+    _add_run_parser(commands)
     commands.add_parser("envtest", help="run a local etcd + kube-apiserver until Ctrl-C")
     commands.add_parser("version", help="print the version")
     return parser
+
+
+def _go_bool(text: str) -> bool:
+    """Go's flag syntax for booleans: --flag, --flag=true, --flag=false."""
+    value = text.lower()
+    if value in ("1", "t", "true"):
+        return True
+    if value in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
+
+
+def _add_run_parser(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run the controller (flags named like upstream's /manager)",
+        description="Run the JobSet controller. Flags override the --config file only when given.",
+    )
+    run.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    run.add_argument(
+        "--config", default="", help="Configuration file (config.jobset.x-k8s.io/v1alpha1)"
+    )
+    run.add_argument(
+        "--metrics-bind-address",
+        default=None,
+        help='metrics address (default ":8443"; "0" disables)',
+    )
+    run.add_argument(
+        "--health-probe-bind-address", default=None, help='probe address (default ":8081")'
+    )
+    run.add_argument(
+        "--leader-elect",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        help="use leader election (default: the config file's value, true)",
+    )
+    run.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=None,
+        help="client-side QPS to the API server (default 500)",
+    )
+    run.add_argument(
+        "--kube-api-burst", type=int, default=None, help="client-side burst (default 500)"
+    )
+    run.add_argument("--workers", type=int, default=1, help="concurrent reconciles (upstream: 1)")
+    run.add_argument(
+        "--zap-log-level",
+        default="info",
+        help="log level: debug, info, warn, error, or a zap number",
+    )
+    run.add_argument(
+        "--zap-devel",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="readable console logs",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        default="auto",
+        help="log format (auto: console on a terminal, JSON otherwise)",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from jobset_controller.config import ConfigError, load_configuration
+    from jobset_controller.manager import Manager, ManagerOptions
+    from jobset_controller.runtime.logging import configure_logging
+
+    try:
+        config = load_configuration(args.config)
+        FeatureGates.from_mapping(config.feature_gates)
+    except (ConfigError, ValueError) as error:
+        print(f"jobset-controller: {error}", file=sys.stderr)
+        return 2
+    if args.workers < 1:
+        print("jobset-controller: --workers: must be at least 1", file=sys.stderr)
+        return 2
+    log_format: Literal["auto", "json", "console"] = (
+        "console" if args.zap_devel else args.log_format
+    )
+    try:
+        configure_logging(args.zap_log_level, log_format)
+    except ValueError as error:
+        print(f"jobset-controller: --zap-log-level: {error}", file=sys.stderr)
+        return 2
+
+    def pick(flag: Any, configured: Any) -> Any:
+        return configured if flag is None else flag
+
+    options = ManagerOptions(
+        config=config,
+        kubeconfig=args.kubeconfig,
+        metrics_bind_address=pick(args.metrics_bind_address, config.metrics.bind_address),
+        health_probe_bind_address=pick(
+            args.health_probe_bind_address, config.health.health_probe_bind_address
+        ),
+        leader_elect=pick(args.leader_elect, config.leader_election.leader_elect),
+        qps=pick(args.kube_api_qps, config.client_connection.qps),
+        burst=pick(args.kube_api_burst, config.client_connection.burst),
+        workers=args.workers,
+    )
+
+    async def main() -> int:
+        manager = Manager(options)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, manager.request_stop)
+        return await manager.run()
+
+    return asyncio.run(main())
 
 
 def _parse_gates(text: str) -> FeatureGates:
@@ -78,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(__version__)
         return 0
+    if args.command == "run":
+        return _run(args)
     if args.command == "envtest":
         from jobset_controller.envtest.serve import main as serve
 

@@ -7,13 +7,17 @@ stopped and the teardown fails if any process it started is still alive.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from jobset_controller.config import Configuration
 from jobset_controller.envtest import ControlPlane
+from jobset_controller.envtest.kubesim import KubeSim
 from jobset_controller.envtest.processes import processes_mentioning
+from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
 
 
@@ -50,3 +54,34 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+async def controller(control_plane: ControlPlane) -> AsyncIterator[Manager]:
+    """The JobSet controller running in this test's event loop (no leader election)."""
+    options = ManagerOptions(
+        config=Configuration(),
+        kubeconfig=str(control_plane.kubeconfig),
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="127.0.0.1:0",
+        leader_elect=False,
+    )
+    manager = Manager(options)
+    task = asyncio.create_task(manager.run())
+    while manager.controller is None or not all(
+        i.has_synced() for i in manager.controller.informers
+    ):
+        if task.done():
+            task.result()
+            raise AssertionError("manager stopped before its caches synced")
+        await asyncio.sleep(0.05)
+    try:
+        yield manager
+    finally:
+        manager.request_stop()
+        assert await asyncio.wait_for(task, 30) == 0
+
+
+@pytest.fixture
+def sim(kube: KubeClient, namespace: str) -> KubeSim:
+    return KubeSim(kube, namespace)

@@ -1,0 +1,6 @@
+"""JobSet glue between the generic runtime and the pure reconcile core.
+
+`informers` says which objects are cached and how child events map to the owning JobSet's key;
+`executor` applies a Plan to the cluster in a fixed order; `jobset` takes a snapshot from the
+caches, calls the pure `reconcile`, and hands the Plan to the executor.
+"""

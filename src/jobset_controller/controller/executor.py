@@ -1,0 +1,181 @@
+"""Applies a Plan to the cluster, in a fixed order, and stops at the first hard error.
+
+Order: immediate events; Job deletes; Job creates; the headless Service; PVCs; Job patches; then
+ONE status write; then the events tied to it; then (TTL) the JobSet delete.
+
+- Deletes use foreground propagation and a uid precondition (never delete a same-name successor).
+  NotFound and a failed precondition mean "already gone": success.
+- Creates run in parallel, at most `create_parallelism` (50) at a time. AlreadyExists is success
+  (names are deterministic, so a lagging cache can only cause a harmless duplicate create). Any
+  other failure records upstream's `JobCreationFailed` Warning event with the server's message and
+  raises, so the worker retries with backoff.
+- Job patches are JSON merge patches carrying the resourceVersion the decision was based on
+  (optimistic concurrency). A resume first clears `status.startTime` through the status
+  subresource, then patches the template with the resourceVersion that write returned.
+- The status write is a PUT of the status subresource with the JobSet's resourceVersion from the
+  snapshot. A 409 raises Conflict: the key is reconciled again from fresh state; the same write is
+  never retried blindly.
+- `jobset_completed_total` / `jobset_failed_total` count only after a successful status write that
+  made the transition, so a conflict and retry cannot count twice (upstream can).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter
+
+from jobset_controller.controller.informers import JOBS, JOBSETS, PVCS, SERVICES
+from jobset_controller.reconcile import Event, JobPatch, Plan
+from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
+from jobset_controller.runtime.events import EventRecorder, ObjectRef
+
+log = structlog.get_logger("executor")
+
+T = TypeVar("T")
+
+
+class JobSetMetrics:
+    """Upstream's JobSet counters (names and labels are the contract)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.completed = Counter(
+            "jobset_completed",
+            "Total number of completed JobSets",
+            ["jobset_name", "namespace"],
+            registry=registry,
+        )
+        self.failed = Counter(
+            "jobset_failed",
+            "Total number of failed JobSets",
+            ["jobset_name", "namespace"],
+            registry=registry,
+        )
+
+
+class ExecutionError(Exception):
+    """A write the Plan needed failed; the key is retried with backoff."""
+
+
+async def _bounded(items: Iterable[T], limit: int, action: Callable[[T], Awaitable[None]]) -> None:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> None:
+        async with semaphore:
+            await action(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+class Executor:
+    def __init__(
+        self,
+        client: KubeClient,
+        recorder: EventRecorder,
+        metrics: JobSetMetrics,
+        *,
+        create_parallelism: int = 50,
+    ) -> None:
+        self._client = client
+        self._recorder = recorder
+        self._metrics = metrics
+        self._parallelism = create_parallelism
+
+    async def execute(self, jobset: Mapping[str, Any], plan: Plan) -> None:
+        meta = jobset["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        regarding = ObjectRef.from_object(jobset)
+        for event in plan.events:
+            if not event.after_status:
+                self._emit(regarding, event)
+
+        await _bounded(
+            plan.jobs_to_delete,
+            self._parallelism,
+            lambda d: self._delete(JOBS.path(namespace, d.name), d.uid),
+        )
+        await self._create_jobs(regarding, namespace, plan.jobs_to_create)
+        if plan.service_to_create is not None:
+            await self._create_other(
+                regarding,
+                SERVICES.path(namespace),
+                plan.service_to_create,
+                "HeadlessServiceCreationFailed",
+            )
+        for pvc in plan.pvcs_to_create:
+            await self._create_other(regarding, PVCS.path(namespace), pvc, "PVCCreationFailed")
+        for patch in plan.jobs_to_patch:
+            await self._patch_job(namespace, patch)
+
+        if plan.status is not None:
+            body = {**jobset, "status": dict(plan.status)}
+            await self._client.replace(JOBSETS.path(namespace, name) + "/status", body)
+            if plan.completed:
+                self._metrics.completed.labels(name, namespace).inc()
+            if plan.failed:
+                self._metrics.failed.labels(name, namespace).inc()
+        for event in plan.events:
+            if event.after_status:
+                self._emit(regarding, event)
+        if plan.delete_jobset:
+            await self._delete(JOBSETS.path(namespace, name), str(meta.get("uid", "")))
+
+    def _emit(self, regarding: ObjectRef, event: Event) -> None:
+        self._recorder.record(regarding, event.type, event.reason, event.note)  # type: ignore[arg-type]
+
+    async def _delete(self, path: str, uid: str) -> None:
+        try:
+            await self._client.delete(path, propagation="Foreground", uid=uid or None)
+        except NotFound:
+            pass
+        except Conflict:
+            pass  # uid precondition failed: the object we meant is gone, a successor is there
+
+    async def _create_jobs(
+        self, regarding: ObjectRef, namespace: str, jobs: Iterable[Mapping[str, Any]]
+    ) -> None:
+        failures: list[str] = []
+
+        async def create(job: Mapping[str, Any]) -> None:
+            try:
+                await self._client.create(JOBS.path(namespace), job)
+            except AlreadyExists:
+                pass
+            except ApiError as error:
+                failures.append(
+                    f'job "{job["metadata"]["name"]}" creation failed with error: {error.message}'
+                )
+
+        await _bounded(jobs, self._parallelism, create)
+        if failures:
+            message = ", ".join(sorted(failures))
+            self._recorder.record(regarding, "Warning", "JobCreationFailed", message)
+            raise ExecutionError(message)
+
+    async def _create_other(
+        self, regarding: ObjectRef, path: str, body: Mapping[str, Any], reason: str
+    ) -> None:
+        try:
+            await self._client.create(path, body)
+        except AlreadyExists:
+            pass
+        except ApiError as error:
+            self._recorder.record(regarding, "Warning", reason, error.message)
+            raise ExecutionError(f"{reason}: {error.message}") from error
+
+    async def _patch_job(self, namespace: str, patch: JobPatch) -> None:
+        path = JOBS.path(namespace, patch.name)
+        resource_version = patch.resource_version
+        if patch.clear_start_time:
+            updated = await self._client.merge_patch(
+                path + "/status",
+                {"metadata": {"resourceVersion": resource_version}, "status": {"startTime": None}},
+            )
+            resource_version = str(updated["metadata"]["resourceVersion"])
+        body = dict(patch.patch)
+        body["metadata"] = {**dict(body.get("metadata") or {}), "resourceVersion": resource_version}
+        await self._client.merge_patch(path, body)
+        log.info("patched job", job=patch.name, change=patch.reason)

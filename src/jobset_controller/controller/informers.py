@@ -1,0 +1,121 @@
+"""Which objects the JobSet controller caches, trimmed to what reconcile reads.
+
+- JobSets: every JobSet (the objects reconciled).
+- Jobs: only those labelled `jobset.sigs.k8s.io/jobset-name` (every Job this controller creates
+  carries it), indexed by the UID of their JobSet controller owner, so a Job owned by another
+  JobSet of the same name (another UID) is never mistaken for a child. Pod templates are cut down
+  to the fields resume merges; containers and volumes are dropped (memory per Job is a tracked
+  benchmark figure).
+- Services: only those with a JobSet controller owner are kept (Services carry no JobSet label).
+
+Any change of a child enqueues its owner's key `namespace/name`; the reconcile is level-triggered
+and recomputes everything, so which event arrived does not matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jobset_controller.api import API_VERSION, JOBSET_NAME_KEY, KIND
+from jobset_controller.runtime.client import KubeClient
+from jobset_controller.runtime.informer import (
+    Handlers,
+    Informer,
+    Obj,
+    Resource,
+    controller_owner,
+    object_key,
+    strip_managed_fields,
+)
+
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+JOBS = Resource("batch", "v1", "jobs")
+SERVICES = Resource("", "v1", "services")
+PVCS = Resource("", "v1", "persistentvolumeclaims")
+EVENTS = Resource("events.k8s.io", "v1", "events")
+
+OWNER_UID = "owner-uid"
+
+_POD_SPEC_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "subdomain")
+_JOB_SPEC_FIELDS = ("parallelism", "completions", "completionMode", "suspend", "backoffLimit")
+
+
+def jobset_owner(obj: Obj) -> dict[str, Any]:
+    return controller_owner(obj, api_version=API_VERSION, kind=KIND)
+
+
+def owner_uid_index(obj: Obj) -> list[str]:
+    uid = jobset_owner(obj).get("uid")
+    return [str(uid)] if uid else []
+
+
+def trim_job(job: Obj) -> Obj:
+    """Keep metadata, the spec fields reconcile reads, the pod template's merge fields, status."""
+    strip_managed_fields(job)
+    spec = job.get("spec") or {}
+    template = spec.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    trimmed_spec: dict[str, Any] = {k: spec[k] for k in _JOB_SPEC_FIELDS if k in spec}
+    trimmed_spec["template"] = {
+        "metadata": template.get("metadata") or {},
+        "spec": {k: pod_spec[k] for k in _POD_SPEC_FIELDS if k in pod_spec},
+    }
+    return {
+        "apiVersion": job.get("apiVersion", "batch/v1"),
+        "kind": job.get("kind", "Job"),
+        "metadata": job.get("metadata") or {},
+        "spec": trimmed_spec,
+        "status": job.get("status") or {},
+    }
+
+
+def owned_by_jobset(obj: Obj) -> bool:
+    return bool(jobset_owner(obj))
+
+
+def build_informers(
+    client: KubeClient, enqueue: Callable[[str], None]
+) -> tuple[Informer, Informer, Informer]:
+    """The three informers, with handlers that enqueue JobSet keys."""
+
+    def enqueue_self(obj: Obj) -> None:
+        enqueue(object_key(obj))
+
+    def enqueue_owner(obj: Obj) -> None:
+        owner = jobset_owner(obj)
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if owner.get("name") and namespace:
+            enqueue(f"{namespace}/{owner['name']}")
+
+    def self_handlers() -> Handlers:
+        return Handlers(
+            on_add=enqueue_self,
+            on_update=lambda old, new: enqueue_self(new),
+            on_delete=enqueue_self,
+        )
+
+    def owner_handlers() -> Handlers:
+        return Handlers(
+            on_add=enqueue_owner,
+            on_update=lambda old, new: enqueue_owner(new),
+            on_delete=enqueue_owner,
+        )
+
+    jobsets = Informer(client, JOBSETS, handlers=self_handlers())
+    jobs = Informer(
+        client,
+        JOBS,
+        label_selector=JOBSET_NAME_KEY,
+        transform=trim_job,
+        indexers={OWNER_UID: owner_uid_index},
+        handlers=owner_handlers(),
+    )
+    services = Informer(
+        client,
+        SERVICES,
+        keep=owned_by_jobset,
+        indexers={OWNER_UID: owner_uid_index},
+        handlers=owner_handlers(),
+    )
+    return jobsets, jobs, services

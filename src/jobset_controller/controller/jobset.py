@@ -1,0 +1,96 @@
+"""The JobSet controller: key -> snapshot from the caches -> pure reconcile -> executor.
+
+Nothing here decides JobSet behaviour; that is all in `reconcile`. This module only gathers the
+inputs (the JobSet, its Jobs by owner UID, its Service, the feature gates, the time) and hands
+the Plan to the executor. A JobSet that cannot even be parsed gets a Warning event and is not
+retried (retrying cannot fix it; its next change enqueues it again).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+
+import structlog
+from pydantic import ValidationError
+
+from jobset_controller.api import FeatureGates, JobSet
+from jobset_controller.api.naming import jobset_subdomain
+from jobset_controller.controller.executor import Executor
+from jobset_controller.controller.informers import OWNER_UID, build_informers
+from jobset_controller.reconcile import Snapshot, reconcile
+from jobset_controller.runtime.client import Conflict, KubeClient
+from jobset_controller.runtime.events import EventRecorder, ObjectRef
+from jobset_controller.runtime.informer import Informer
+from jobset_controller.runtime.workers import Result
+
+log = structlog.get_logger("jobset-controller")
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class JobSetController:
+    """Owns the JobSet, Job and Service informers and reconciles one key at a time."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        enqueue: Callable[[str], None],
+        executor: Executor,
+        recorder: EventRecorder,
+        features: FeatureGates,
+        now: Callable[[], datetime.datetime] = _utc_now,
+    ) -> None:
+        self.jobsets, self.jobs, self.services = build_informers(client, enqueue)
+        self._executor = executor
+        self._recorder = recorder
+        self._features = features
+        self._now = now
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.jobsets, self.jobs, self.services)
+
+    def snapshot(self, key: str) -> Snapshot | None:
+        raw = self.jobsets.store.get(key)
+        if raw is None:
+            return None  # deleted: the garbage collector removes the children
+        jobset = JobSet.model_validate(raw)
+        uid = str(raw["metadata"].get("uid", ""))
+        namespace = str(raw["metadata"]["namespace"])
+        service = self.services.store.get(f"{namespace}/{jobset_subdomain(jobset)}")
+        return Snapshot(
+            jobset=jobset,
+            jobs=tuple(self.jobs.store.by_index(OWNER_UID, uid)),
+            service=service,
+            now=self._now(),
+            features=self._features,
+        )
+
+    async def reconcile(self, key: str) -> Result | None:
+        try:
+            snapshot = self.snapshot(key)
+        except ValidationError as error:
+            unreadable = self.jobsets.store.get(key) or {}
+            message = f"cannot read JobSet: {error.errors()[0]['msg']}"
+            log.warning("unreadable jobset", error=message)
+            self._recorder.record(
+                ObjectRef.from_object(unreadable), "Warning", "InvalidJobSet", message
+            )
+            return None
+        if snapshot is None:
+            return None
+        plan = reconcile(snapshot)
+        raw = self.jobsets.store.get(key)
+        if not plan.is_empty() and raw is not None:
+            try:
+                await self._executor.execute(raw, plan)
+            except Conflict:
+                log.info("status write conflicted; reconciling again from fresh state")
+                raise
+        if plan.requeue_after is not None:
+            return Result(requeue_after=plan.requeue_after)
+        return None

@@ -1,0 +1,232 @@
+"""Wires configuration -> client -> informers -> queue -> workers -> leader election -> servers.
+
+Lifecycle of `Manager.run()` (controller-runtime's order and guarantees):
+
+1. Serve /metrics and the health probes; /healthz answers at once, /readyz only once every
+   informer has listed (caches synced).
+2. Start the informers. They may warm up before leadership: reading is harmless, and a new leader
+   starts with full caches.
+3. Wait for the caches (2 minutes at most, like controller-runtime's CacheSyncTimeout).
+4. With leader election: acquire the Lease. Nothing is written to the cluster before this point
+   (workers are not running; keys just collect in the queue).
+5. Start the workers, and keep renewing the Lease.
+6. On SIGTERM/SIGINT: stop taking keys, let in-flight reconciles finish (bounded by
+   `shutdown_timeout`), release the Lease, exit 0.
+   On lost leadership: stop at once and exit 1 so the process restarts clean (there is no
+   fencing; a deposed leader must not write). On a cache that never syncs: exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import socket
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from jobset_controller import __version__
+from jobset_controller.api import FeatureGates
+from jobset_controller.config import Configuration
+from jobset_controller.controller.executor import Executor, JobSetMetrics
+from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.runtime.client import ClientSettings, KubeClient
+from jobset_controller.runtime.events import EventMetrics, EventRecorder
+from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
+from jobset_controller.runtime.leaderelection import (
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+)
+from jobset_controller.runtime.looplag import LoopLagMonitor
+from jobset_controller.runtime.metrics_workqueue import PrometheusWorkQueueMetricsProvider
+from jobset_controller.runtime.workers import Workers
+from jobset_controller.runtime.workqueue import WorkQueue
+
+log = structlog.get_logger("manager")
+
+CONTROLLER_NAME = "jobset"
+_SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    """Everything `run` needs, after flags have been merged over the Configuration file."""
+
+    config: Configuration
+    kubeconfig: str | None = None
+    metrics_bind_address: str = ":8443"
+    health_probe_bind_address: str = ":8081"
+    leader_elect: bool = True
+    qps: float = 500.0
+    burst: int = 500
+    workers: int = 1
+    cache_sync_timeout: float = 120.0
+    shutdown_timeout: float = 30.0
+
+
+def leader_election_namespace(configured: str) -> str:
+    """Configured value, else the pod's namespace, else `default` (running outside a cluster)."""
+    if configured:
+        return configured
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return _SA_NAMESPACE_FILE.read_text().strip()
+    except OSError:
+        return "default"
+
+
+class Manager:
+    def __init__(self, options: ManagerOptions, *, registry: CollectorRegistry | None = None):
+        self.options = options
+        self.registry = registry or CollectorRegistry()
+        self.identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.stop_requested = asyncio.Event()
+        self.health = HealthServer(
+            options.health_probe_bind_address,
+            readiness_endpoint_name=options.config.health.readiness_endpoint_name,
+            liveness_endpoint_name=options.config.health.liveness_endpoint_name,
+        )
+        self.metrics = MetricsServer(self.registry, options.metrics_bind_address)
+        self.elector: LeaderElector | None = None
+        self.controller: JobSetController | None = None
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    async def run(self) -> int:
+        """Run until stopped; returns the process exit code."""
+        opts = self.options
+        features = FeatureGates.from_mapping(opts.config.feature_gates)
+        client = await KubeClient.connect(
+            kubeconfig=opts.kubeconfig,
+            settings=ClientSettings(
+                qps=opts.qps, burst=opts.burst, user_agent=f"jobset-controller/{__version__}"
+            ),
+            registry=self.registry,
+        )
+        queue: WorkQueue[str] = WorkQueue(
+            CONTROLLER_NAME,
+            metrics=PrometheusWorkQueueMetricsProvider(registry=self.registry),
+        )
+        recorder = EventRecorder(
+            client,
+            reporting_controller="jobset",
+            reporting_instance=self.identity,
+            metrics=EventMetrics(self.registry),
+        )
+        self.controller = JobSetController(
+            client,
+            enqueue=queue.add,
+            executor=Executor(client, recorder, JobSetMetrics(self.registry)),
+            recorder=recorder,
+            features=features,
+        )
+        informers = self.controller.informers
+        self.health.add_liveness_check("ping", lambda: True)
+        self.health.add_readiness_check("informers", lambda: all(i.has_synced() for i in informers))
+        workers = Workers(
+            CONTROLLER_NAME,
+            queue,
+            self.controller.reconcile,
+            workers=opts.workers,
+            registry=self.registry,
+            object_label="jobset",
+        )
+        lag = LoopLagMonitor(registry=self.registry)
+        background: list[asyncio.Task[Any]] = []
+
+        def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+            task = asyncio.create_task(coro, name=name)
+            background.append(task)
+            return task
+
+        try:
+            await self.metrics.start()
+            await self.health.start()
+            spawn(lag.run(), "loop-lag")
+            spawn(recorder.run(), "events")
+            for informer in informers:
+                spawn(informer.run(), f"informer-{informer.resource.plural}")
+            if not await self._wait(self._caches_synced(informers), opts.cache_sync_timeout):
+                log.error("caches did not sync", timeout=opts.cache_sync_timeout)
+                return 1
+            gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
+            log.info("caches synced", jobsets=len(self.controller.jobsets.store))
+
+            renew: asyncio.Task[None] | None = None
+            if opts.leader_elect:
+                le = opts.config.leader_election
+                self.elector = LeaderElector(
+                    client,
+                    LeaderElectionConfig(
+                        namespace=leader_election_namespace(le.resource_namespace),
+                        identity=self.identity,
+                        name=le.resource_name,
+                        lease_duration=le.lease_duration,
+                        renew_deadline=le.renew_deadline,
+                        retry_period=le.retry_period,
+                    ),
+                    registry=self.registry,
+                )
+                if not await self._wait(self.elector.acquire(), None):
+                    return 0  # asked to stop while standing by
+                renew = spawn(self.elector.renew_until_lost(), "lease-renew")
+            working = spawn(workers.run(), "workers")
+            stop = asyncio.create_task(self.stop_requested.wait())
+            waits: set[asyncio.Future[Any]] = {stop, working}
+            if renew is not None:
+                waits.add(renew)
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if renew is not None and renew in done:
+                error = renew.exception()
+                log.error("leader election lost, exiting", error=str(error))
+                return 1
+            if working in done and working.exception() is not None:
+                log.error("workers failed", error=str(working.exception()))
+                return 1
+            log.info("shutting down: finishing in-flight reconciles")
+            drained = await queue.shut_down_with_drain(timeout=opts.shutdown_timeout)
+            if not drained:
+                log.warning("in-flight reconciles did not finish in time")
+            if renew is not None:
+                renew.cancel()
+                with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+                    await renew
+            if self.elector is not None:
+                await self.elector.release()
+            await recorder.flush()
+            return 0
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self.health.stop()
+            await self.metrics.stop()
+            await client.close()
+
+    async def _caches_synced(self, informers: Any) -> None:
+        for informer in informers:
+            await informer.wait_synced()
+
+    async def _wait(self, coro: Coroutine[Any, Any, Any], limit: float | None) -> bool:
+        """Await `coro` unless a stop is requested first or `limit` seconds pass; True if it ran."""
+        task = asyncio.create_task(coro)
+        stop = asyncio.create_task(self.stop_requested.wait())
+        done, _ = await asyncio.wait({task, stop}, timeout=limit, return_when="FIRST_COMPLETED")
+        for pending in (task, stop):
+            if pending not in done:
+                pending.cancel()
+        if task in done:
+            task.result()
+            return True
+        return False

@@ -1,0 +1,118 @@
+"""The words of the contract: condition reasons and messages, event reasons (spec 4.2, 4.3).
+
+Users, Kueue and dashboards match on these strings, so they are spelled exactly as upstream spells
+them and live in one place. The last block holds the few words this controller adds for cases the
+upstream controller turns into a reconcile error or does not have (see the package docstring).
+
+``EVENT_TYPE_OF_CONDITION`` is the event-type column of the condition catalogue as a table: the
+event for a condition change is Normal or Warning depending only on its type and status.
+"""
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from jobset_controller.api import ConditionType
+
+NORMAL: Final = "Normal"
+WARNING: Final = "Warning"
+
+# --- conditions (spec 4.2) --------------------------------------------------------------------
+
+ALL_JOBS_COMPLETED_REASON: Final = "AllJobsCompleted"
+ALL_JOBS_COMPLETED_MESSAGE: Final = "jobset completed successfully"
+
+FAILED_JOBS_REASON: Final = "FailedJobs"
+FAILED_JOBS_MESSAGE: Final = "jobset failed due to one or more job failures"
+FAIL_JOBSET_ACTION_REASON: Final = "FailJobSetFailurePolicyAction"
+FAIL_JOBSET_ACTION_MESSAGE: Final = "applying FailJobSet failure policy action"
+REACHED_MAX_RESTARTS_REASON: Final = "ReachedMaxRestarts"
+REACHED_MAX_RESTARTS_MESSAGE: Final = "jobset failed due to reaching max number of restarts"
+
+SUSPENDED_JOBS_REASON: Final = "SuspendedJobs"
+SUSPENDED_JOBS_MESSAGE: Final = "jobset is suspended"
+RESUME_JOBS_REASON: Final = "ResumeJobs"
+RESUME_JOBS_MESSAGE: Final = "jobset is resumed"
+
+# RestartingJobSet=True: the reason names the matched rule, or the default when none matched.
+FAILURE_POLICY_REASON_PREFIX: Final = "FailurePolicy_"
+DEFAULT_FAILURE_POLICY_REASON: Final = "DefaultFailurePolicy"
+RESTART_JOBSET_ACTION_MESSAGE: Final = "applying RestartJobSet failure policy action"
+RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_MESSAGE: Final = (
+    "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+)
+RESTART_JOB_ACTION_MESSAGE: Final = "applying RestartJob failure policy action"
+RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_MESSAGE: Final = (
+    "applying RestartJobAndIgnoreMaxRestarts failure policy action"
+)
+
+# RestartingJobSet=False, each when the restart is over for another reason.
+JOBS_READY_REASON: Final = "JobsReady"
+JOBS_READY_MESSAGE: Final = "all jobs are ready"
+JOBSET_FAILED_REASON: Final = "JobSetFailed"
+JOBSET_FAILED_MESSAGE: Final = "jobset failed"
+JOBSET_COMPLETED_REASON: Final = "JobSetCompleted"
+JOBSET_COMPLETED_MESSAGE: Final = "jobset completed successfully"
+JOBSET_SUSPENDED_REASON: Final = "JobSetSuspended"
+JOBSET_SUSPENDED_MESSAGE: Final = "jobset is suspended"
+
+IN_ORDER_STARTUP_POLICY_IN_PROGRESS_REASON: Final = "InOrderStartupPolicyInProgress"
+IN_ORDER_STARTUP_POLICY_IN_PROGRESS_MESSAGE: Final = "in order startup policy is in progress"
+IN_ORDER_STARTUP_POLICY_COMPLETED_REASON: Final = "InOrderStartupPolicyCompleted"
+IN_ORDER_STARTUP_POLICY_COMPLETED_MESSAGE: Final = "in order startup policy has completed"
+
+# --- events not tied to conditions (spec 4.3) -------------------------------------------------
+
+RESTART_JOBSET_ACTION_EVENT: Final = "RestartJobSetFailurePolicyAction"
+RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT: Final = (
+    "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+)
+RESTART_JOB_ACTION_EVENT: Final = "RestartJobFailurePolicyAction"
+RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT: Final = (
+    "RestartJobAndIgnoreMaxRestartsFailurePolicyAction"
+)
+# Emitted by the executor at once (not gated on the status write) when a write fails.
+JOB_CREATION_FAILED_EVENT: Final = "JobCreationFailed"
+HEADLESS_SERVICE_CREATION_FAILED_EVENT: Final = "HeadlessServiceCreationFailed"
+PVC_CREATION_FAILED_EVENT: Final = "PVCCreationFailed"
+
+# --- ours: where upstream returns a reconcile error or has no behaviour -----------------------
+
+# Condition Failed=True (and its Warning event) for a JobSet that bypassed admission.
+VALIDATION_FAILED_REASON: Final = "ValidationFailed"
+VALIDATION_FAILED_MESSAGE: Final = "jobset is invalid"
+# Condition Failed=True for failurePolicy.restartStrategy InPlaceRestart (out of scope).
+IN_PLACE_RESTART_NOT_SUPPORTED_REASON: Final = "InPlaceRestartNotSupported"
+IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE: Final = (
+    "the InPlaceRestart restart strategy is not supported by this controller"
+)
+# Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
+INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
+FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"
+
+# The apiserver's limit on metav1.Condition.message.
+MAX_CONDITION_MESSAGE_BYTES: Final = 32768
+
+# (condition type, status) -> event type of a change to it (spec 4.2, last column).
+EVENT_TYPE_OF_CONDITION: Final[Mapping[tuple[str, bool], str]] = MappingProxyType(
+    {
+        (ConditionType.COMPLETED, True): NORMAL,
+        (ConditionType.FAILED, True): WARNING,
+        (ConditionType.SUSPENDED, True): NORMAL,
+        (ConditionType.SUSPENDED, False): NORMAL,
+        (ConditionType.RESTARTING_JOBSET, True): WARNING,
+        (ConditionType.RESTARTING_JOBSET, False): NORMAL,
+        (ConditionType.STARTUP_POLICY_IN_PROGRESS, True): NORMAL,
+        (ConditionType.STARTUP_POLICY_COMPLETED, True): NORMAL,
+    }
+)
+
+
+def with_first_failed_job(message: str, job_name: str) -> str:
+    """``<message> (first failed job: <job>)``, the suffix upstream puts on failure messages."""
+    return f"{message} (first failed job: {job_name})"
+
+
+def job_creation_failed_message(job_name: str, error: str) -> str:
+    """One line of the JobCreationFailed event note; the executor joins one line per Job."""
+    return f'job "{job_name}" creation failed with error: {error}'

@@ -1,0 +1,269 @@
+"""One reconcile pass: the steps of spec 3.3 in their order, one named helper per step.
+
+    1. being deleted                 -> empty Plan (garbage collection does the rest)
+    2. managed by another controller -> empty Plan
+    3. default in memory; sort the child Jobs (an unreadable one -> Warning event only)
+    4. count the current attempt's Jobs into the status draft
+    5. finished (Completed/Failed)   -> delete active Jobs, apply the TTL; stop
+    6. rejected (invalid JobSet, InPlaceRestart) -> Failed; stop
+    7. delete the previous attempt's Jobs
+    8. all Jobs ready                -> RestartingJobSet=False (JobsReady)
+    9. any failed Job                -> failure policy; stop
+   10. enough succeeded Jobs         -> Completed; stop
+   11. headless Service; 12. PVCs; 13. elastic sizes; 14. missing Jobs; 15. suspend or resume
+   16. the status, when it changed, with its events
+
+Failure wins over success within a pass: a pass that sees a failed Job never completes the
+JobSet. The steps after 10 all contribute to one Plan; when two of them patch the same Job
+(elastic and resume), their patches are merged into one.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from jobset_controller.api import ConditionType, default_jobset
+from jobset_controller.reconcile.catalogue import (
+    INVALID_CHILD_JOB_EVENT,
+    JOBS_READY_MESSAGE,
+    JOBS_READY_REASON,
+    WARNING,
+)
+from jobset_controller.reconcile.classify import InvalidChild, classify_jobs
+from jobset_controller.reconcile.conditions import NewCondition, is_true
+from jobset_controller.reconcile.counts import count_replicated_jobs, counts_by_name
+from jobset_controller.reconcile.draft import StatusDraft
+from jobset_controller.reconcile.elastic import elastic_patches
+from jobset_controller.reconcile.failure_policy import Blocked, execute_failure_policy
+from jobset_controller.reconcile.job_creation import plan_job_creation
+from jobset_controller.reconcile.jobs import Job, is_being_deleted, name_of, resource_version_of
+from jobset_controller.reconcile.jobs import uid_of as job_uid
+from jobset_controller.reconcile.managed_by import is_managed_by_this_controller
+from jobset_controller.reconcile.plan import Event, JobDelete, JobPatch, Plan
+from jobset_controller.reconcile.rejection import find_rejection
+from jobset_controller.reconcile.service import service_to_create
+from jobset_controller.reconcile.snapshot import Snapshot
+from jobset_controller.reconcile.status import render_status, same_status
+from jobset_controller.reconcile.success_policy import success_policy_is_met
+from jobset_controller.reconcile.suspend import plan_resume, plan_suspend
+from jobset_controller.reconcile.terminal import complete_jobset, fail_jobset, is_finished
+from jobset_controller.reconcile.timestamps import format_time
+from jobset_controller.reconcile.ttl import ttl_outcome
+from jobset_controller.reconcile.view import JobSetView
+from jobset_controller.reconcile.volumes import pvc_manifests
+
+# Deletes per pass, bounded like creates (job_creation.MAX_JOB_CREATES_PER_PASS) and for the same
+# reason; each delete's watch event triggers the pass that continues.
+MAX_JOB_DELETES_PER_PASS: Final = 500
+# Requeue insurance when a bound cut a pass short.
+CONTINUE_AFTER_SECONDS: Final = 1.0
+
+JOBS_READY = NewCondition(
+    ConditionType.RESTARTING_JOBSET, False, JOBS_READY_REASON, JOBS_READY_MESSAGE
+)
+
+
+def reconcile(snapshot: Snapshot) -> Plan:
+    """The Plan that moves the JobSet of ``snapshot`` one step towards its spec."""
+    cached = snapshot.jobset
+    if cached.metadata.deletion_timestamp:
+        return Plan()
+    if not is_managed_by_this_controller(cached):
+        return Plan()
+    view = _view(snapshot)
+    if isinstance(view, InvalidChild):
+        return Plan(events=(Event(WARNING, INVALID_CHILD_JOB_EVENT, view.note(), False),))
+    js = view.jobset
+    draft = StatusDraft.start(
+        js.status,
+        tuple(view.counts.values()),
+        now=format_time(snapshot.now),
+        carry_job_restarts=snapshot.features.restart_job,
+    )
+    if is_finished(draft.conditions):
+        return _finished(snapshot, view, draft)
+    rejection = find_rejection(js, snapshot.features)
+    if rejection is not None:
+        return _plan(snapshot, fail_jobset(draft, rejection.reason, rejection.message))
+    deletes, deletes_cut = _deletes(view.children.previous)
+    draft = _mark_jobs_ready(view, draft)
+    if view.children.failed:
+        outcome = execute_failure_policy(
+            js.spec.failure_policy,
+            view.children.failed,
+            draft,
+            replicas=view.replicas,
+            restart_job_gate=snapshot.features.restart_job,
+        )
+        if isinstance(outcome, Blocked):
+            return Plan(jobs_to_delete=deletes, events=(outcome.event(),))
+        return _plan(snapshot, outcome, jobs_to_delete=deletes)
+    if view.children.succeeded and success_policy_is_met(
+        js.spec.success_policy, js.spec.replicated_jobs, view.children.succeeded
+    ):
+        return _plan(snapshot, complete_jobset(draft), jobs_to_delete=deletes)
+    return _run(snapshot, view, draft, deletes, deletes_cut)
+
+
+def _view(snapshot: Snapshot) -> JobSetView | InvalidChild:
+    js = default_jobset(snapshot.jobset)
+    features = snapshot.features
+    replicas = {rjob.name: rjob.replicas for rjob in js.spec.replicated_jobs}
+    job_restarts = (
+        {entry.name: entry.job_restarts for entry in js.status.replicated_jobs_status}
+        if features.restart_job
+        else None
+    )
+    children = classify_jobs(
+        snapshot.jobs, restarts=js.status.restarts, replicas=replicas, job_restarts=job_restarts
+    )
+    if isinstance(children, InvalidChild):
+        return children
+    counts = count_replicated_jobs(list(replicas), children)
+    return JobSetView(js, children, counts_by_name(counts), replicas, features, snapshot.now)
+
+
+def _finished(snapshot: Snapshot, view: JobSetView, draft: StatusDraft) -> Plan:
+    """Step 5: a finished JobSet only loses its active Jobs and waits for its TTL."""
+    deletes, cut = _deletes(view.children.active)
+    ttl = ttl_outcome(view.jobset.spec.ttl_seconds_after_finished, draft.conditions, snapshot.now)
+    requeue = ttl.requeue_after
+    if cut:
+        requeue = min(requeue or CONTINUE_AFTER_SECONDS, CONTINUE_AFTER_SECONDS)
+    return _plan(
+        snapshot,
+        draft,
+        jobs_to_delete=deletes,
+        requeue_after=requeue,
+        delete_jobset=ttl.delete_jobset,
+    )
+
+
+def _mark_jobs_ready(view: JobSetView, draft: StatusDraft) -> StatusDraft:
+    """Step 8: every Job ready or succeeded ends a restart (only shows if one was recorded)."""
+    if view.suspended:
+        return draft
+    ready = sum(counts.ready + counts.succeeded for counts in draft.replicated_jobs)
+    if ready != sum(view.replicas.values()):
+        return draft
+    return draft.with_condition(JOBS_READY)
+
+
+def _run(
+    snapshot: Snapshot,
+    view: JobSetView,
+    draft: StatusDraft,
+    deletes: tuple[JobDelete, ...],
+    deletes_cut: bool,
+) -> Plan:
+    """Steps 11-16 of a running JobSet."""
+    js = view.jobset
+    elastic = (
+        elastic_patches(js.spec.replicated_jobs, view.children.active)
+        if snapshot.features.elastic_job_set
+        else {}
+    )
+    creation = plan_job_creation(view, draft)
+    if view.suspended:
+        suspension = plan_suspend(view, creation.draft)
+    else:
+        suspension = plan_resume(view, creation.draft)
+    cut = deletes_cut or creation.truncated
+    return _plan(
+        snapshot,
+        suspension.draft,
+        jobs_to_create=creation.jobs,
+        jobs_to_delete=deletes,
+        jobs_to_patch=_merged_patches(view.children.active, elastic, suspension.patches),
+        service_to_create=service_to_create(js, snapshot.service),
+        pvcs_to_create=pvc_manifests(js),
+        requeue_after=CONTINUE_AFTER_SECONDS if cut else None,
+    )
+
+
+def _deletes(jobs: Sequence[Job]) -> tuple[tuple[JobDelete, ...], bool]:
+    """Deletes of ``jobs`` not already being deleted, bounded; and whether the bound cut them."""
+    pending = [job for job in jobs if not is_being_deleted(job)]
+    bounded = pending[:MAX_JOB_DELETES_PER_PASS]
+    deletes = tuple(JobDelete(name_of(job), job_uid(job)) for job in bounded)
+    return deletes, len(pending) > len(bounded)
+
+
+def _merged_patches(
+    active: Sequence[Job],
+    elastic: Mapping[str, Mapping[str, Any]],
+    others: Sequence[JobPatch],
+) -> tuple[JobPatch, ...]:
+    """One patch per Job: the elastic patch merged with a suspend/resume patch of that Job."""
+    jobs = {name_of(job): job for job in active}
+    merged: dict[str, JobPatch] = {
+        name: JobPatch(
+            name,
+            job_uid(jobs[name]),
+            resource_version_of(jobs[name]),
+            patch,
+            reason="elastic",
+        )
+        for name, patch in elastic.items()
+    }
+    for patch in others:
+        earlier = merged.get(patch.name)
+        if earlier is None:
+            merged[patch.name] = patch
+            continue
+        merged[patch.name] = JobPatch(
+            patch.name,
+            patch.uid,
+            patch.resource_version,
+            _merge(earlier.patch, patch.patch),
+            clear_start_time=earlier.clear_start_time or patch.clear_start_time,
+            reason=f"{earlier.reason}+{patch.reason}",
+        )
+    return tuple(merged.values())
+
+
+def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(first)
+    for key, value in second.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _plan(
+    snapshot: Snapshot,
+    draft: StatusDraft,
+    *,
+    jobs_to_create: tuple[Mapping[str, Any], ...] = (),
+    jobs_to_delete: tuple[JobDelete, ...] = (),
+    jobs_to_patch: tuple[JobPatch, ...] = (),
+    service_to_create: Mapping[str, Any] | None = None,
+    pvcs_to_create: tuple[Mapping[str, Any], ...] = (),
+    requeue_after: float | None = None,
+    delete_jobset: bool = False,
+) -> Plan:
+    """Step 16: the Plan, with the status only when it changed (and then its events)."""
+    old = snapshot.jobset.to_dict().get("status") or {}
+    new = render_status(old, draft, job_restarts_gate=snapshot.features.restart_job)
+    changed = not same_status(old, new)
+    old_conditions = tuple(old.get("conditions") or ())
+    return Plan(
+        jobs_to_create=jobs_to_create,
+        jobs_to_delete=jobs_to_delete,
+        jobs_to_patch=jobs_to_patch,
+        service_to_create=service_to_create,
+        pvcs_to_create=pvcs_to_create,
+        status=new if changed else None,
+        # Events are queued only by changes, so they never come without a status write; Plan
+        # rejects that combination, which would be a bug here.
+        events=draft.events,
+        requeue_after=requeue_after,
+        delete_jobset=delete_jobset,
+        completed=changed and _became(ConditionType.COMPLETED, old_conditions, draft),
+        failed=changed and _became(ConditionType.FAILED, old_conditions, draft),
+    )
+
+
+def _became(condition_type: str, old: Sequence[Mapping[str, Any]], draft: StatusDraft) -> bool:
+    return draft.has_true_condition(condition_type) and not is_true(tuple(old), condition_type)

@@ -1,0 +1,45 @@
+"""The one input of ``reconcile``: everything a pass may look at, taken from the caches at once.
+
+Why a frozen value: reconcile is pure, so every fact it decides on (the JobSet, its child Jobs,
+whether the headless Service exists, the time, the feature gates) must be in here. Nothing is read
+from a clock, a cache or the environment behind its back, and the same snapshot always gives the
+same Plan.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from jobset_controller.api import FeatureGates, JobSet
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the controller saw when it started this pass.
+
+    Attributes:
+        jobset: The JobSet as cached, NOT defaulted. Reconcile defaults a copy in memory and never
+            writes defaults back to the spec.
+        jobs: The child Jobs whose controller ownerReference UID is the JobSet's UID, as raw
+            wire dicts. They may be trimmed to the fields reconcile reads: metadata (name,
+            namespace, uid, resourceVersion, labels, annotations, creationTimestamp,
+            deletionTimestamp, ownerReferences), spec (parallelism, completions, completionMode,
+            suspend, template.metadata, template.spec.nodeSelector/tolerations/schedulingGates)
+            and status (conditions, active, ready, succeeded, failed, startTime).
+        service: The Service named after the JobSet's subdomain in its namespace, if it exists.
+        now: The current time, timezone-aware.
+        features: The feature gates the controller runs with.
+    """
+
+    jobset: JobSet
+    jobs: tuple[Mapping[str, Any], ...]
+    service: Mapping[str, Any] | None
+    now: datetime
+    features: FeatureGates = field(default_factory=FeatureGates)
+
+    def __post_init__(self) -> None:
+        if self.now.tzinfo is None or self.now.utcoffset() is None:
+            raise ValueError("Snapshot.now must be timezone-aware")
+        if not isinstance(self.jobs, tuple):
+            raise TypeError("Snapshot.jobs must be a tuple")

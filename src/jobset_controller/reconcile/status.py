@@ -1,0 +1,101 @@
+"""The status write: render the draft as ``.status``, and decide whether it changed (spec 1.3).
+
+Rendering starts from the stored status, so fields this controller does not manage (a newer
+client's, or the in-place restart attempts) survive. ``restarts`` is always written;
+``restartsCountTowardsMax``, ``terminalState``, ``conditions`` and ``replicatedJobsStatus`` are
+left out when zero or empty, as Go's ``omitempty`` leaves them out. ``jobRestarts`` arrays appear
+only with the RestartJob gate.
+
+Whether to write compares the two statuses semantically: ``replicatedJobsStatus`` as a set keyed by
+name (upstream sorts both sides by name), and an omitted field equal to its zero value. So a
+steady JobSet writes nothing, whatever order or spelling its stored status has.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobset_controller.reconcile.draft import StatusDraft
+
+# Per-replicatedJob arrays of the RestartJob gate, with the draft field that holds each.
+_JOB_RESTART_ARRAYS = (
+    ("jobRestarts", "job_restarts"),
+    ("jobRestartsCountTowardsMax", "job_restarts_count_towards_max"),
+)
+
+
+def render_status(
+    old: Mapping[str, Any], draft: StatusDraft, *, job_restarts_gate: bool
+) -> dict[str, Any]:
+    """The complete new ``.status`` wire dict: ``old`` updated with the draft."""
+    out = dict(old)
+    out["restarts"] = draft.restarts
+    _set_or_drop(out, "restartsCountTowardsMax", draft.restarts_count_towards_max)
+    _set_or_drop(out, "terminalState", draft.terminal_state)
+    _set_or_drop(out, "conditions", [dict(condition) for condition in draft.conditions])
+    old_entries = _entries_by_name(old)
+    entries: list[dict[str, Any]] = []
+    for counts in draft.replicated_jobs:
+        entry = dict(old_entries.get(counts.name, {}))
+        entry.update(
+            name=counts.name,
+            ready=counts.ready,
+            succeeded=counts.succeeded,
+            failed=counts.failed,
+            active=counts.active,
+            suspended=counts.suspended,
+        )
+        for key, attribute in _JOB_RESTART_ARRAYS:
+            values: Mapping[str, tuple[int, ...]] = getattr(draft, attribute)
+            _set_or_drop(entry, key, list(values.get(counts.name, ())) if job_restarts_gate else [])
+        entries.append(entry)
+    _set_or_drop(out, "replicatedJobsStatus", entries)
+    return out
+
+
+def same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """The two statuses say the same thing (entry order and omitted zero values aside)."""
+    return _normalised(old) == _normalised(new)
+
+
+def _set_or_drop(target: dict[str, Any], key: str, value: object) -> None:
+    if value:
+        target[key] = value
+    else:
+        target.pop(key, None)
+
+
+def _entries_by_name(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    entries = status.get("replicatedJobsStatus")
+    if not isinstance(entries, list):
+        return {}
+    return {
+        str(entry.get("name")): entry
+        for entry in entries
+        if isinstance(entry, Mapping) and entry.get("name")
+    }
+
+
+def _without_zero_values(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in mapping.items()
+        if value is not None and not (key in keys and not value)
+    }
+
+
+def _normalised(status: Mapping[str, Any]) -> dict[str, Any]:
+    out = _without_zero_values(
+        status,
+        ("restartsCountTowardsMax", "terminalState", "conditions", "replicatedJobsStatus"),
+    )
+    out["restarts"] = status.get("restarts") or 0
+    entries = _entries_by_name(status)
+    if entries:
+        out["replicatedJobsStatus"] = sorted(
+            (
+                _without_zero_values(entry, ("jobRestarts", "jobRestartsCountTowardsMax"))
+                for entry in entries.values()
+            ),
+            key=lambda entry: str(entry["name"]),
+        )
+    return out

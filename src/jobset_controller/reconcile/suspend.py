@@ -1,0 +1,176 @@
+"""Suspend and resume (spec 3.7), the way Kueue admits and preempts JobSets.
+
+**Suspended JobSet**: every active Job not yet suspended gets ``suspend: true``; then
+``Suspended=True`` (SuspendedJobs) and ``RestartingJobSet=False`` (JobSetSuspended).
+
+**Running JobSet**: walk the replicatedJobs in spec order, skipping one whose dependsOn is not
+reached and, with InOrder, one whose Jobs have all started. Resume each suspended active Job:
+
+1. clear ``status.startTime`` first when set (the Job API refuses template changes on a Job that
+   has started), which the executor does before the spec patch;
+2. merge the replicatedJob's CURRENT pod template into the Job's, for the five fields Kueue may
+   change while suspended: ``labels``, ``annotations`` and ``nodeSelector`` as maps (the template
+   wins a conflict; keys only on the Job stay: removals are not propagated), ``tolerations`` and
+   ``schedulingGates`` as a union (the Job's entries in their order, then the template's entries
+   the Job lacks, in the template's order, so the patch is deterministic);
+3. set ``suspend: false``.
+
+With InOrder the walk stops after the first replicatedJob not yet started (StartupPolicyInProgress),
+so the JobSet resumes one replicatedJob at a time. A walk that finishes sets ``Suspended=False``
+(ResumeJobs), which only shows once a Suspended condition exists. Resuming never counts as a
+restart. Jobs being deleted are left alone.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobset_controller.api import REPLICATED_JOB_NAME_KEY, ConditionType
+from jobset_controller.reconcile.catalogue import (
+    JOBSET_SUSPENDED_MESSAGE,
+    JOBSET_SUSPENDED_REASON,
+    RESUME_JOBS_MESSAGE,
+    RESUME_JOBS_REASON,
+    SUSPENDED_JOBS_MESSAGE,
+    SUSPENDED_JOBS_REASON,
+)
+from jobset_controller.reconcile.conditions import NewCondition
+from jobset_controller.reconcile.depends_on import dependencies_are_reached
+from jobset_controller.reconcile.draft import StatusDraft
+from jobset_controller.reconcile.jobs import (
+    Job,
+    has_start_time,
+    is_being_deleted,
+    is_suspended,
+    labels_of,
+    name_of,
+    pod_template_of,
+    resource_version_of,
+    uid_of,
+)
+from jobset_controller.reconcile.plan import JobPatch
+from jobset_controller.reconcile.startup_order import (
+    IN_PROGRESS,
+    all_replicas_started,
+    starts_in_order,
+)
+from jobset_controller.reconcile.view import JobSetView
+
+SUSPENDED = NewCondition(
+    ConditionType.SUSPENDED, True, SUSPENDED_JOBS_REASON, SUSPENDED_JOBS_MESSAGE
+)
+RESUMED = NewCondition(ConditionType.SUSPENDED, False, RESUME_JOBS_REASON, RESUME_JOBS_MESSAGE)
+RESTART_OVER_SUSPENDED = NewCondition(
+    ConditionType.RESTARTING_JOBSET, False, JOBSET_SUSPENDED_REASON, JOBSET_SUSPENDED_MESSAGE
+)
+
+# Pod template fields merged on resume: (section, field, how).
+MERGED_FIELDS: Final = (
+    ("metadata", "labels", "map"),
+    ("metadata", "annotations", "map"),
+    ("spec", "nodeSelector", "map"),
+    ("spec", "tolerations", "union"),
+    ("spec", "schedulingGates", "union"),
+)
+
+
+@dataclass(frozen=True)
+class SuspendOutcome:
+    """The Job patches and the draft with the Suspended/startup conditions."""
+
+    patches: tuple[JobPatch, ...]
+    draft: StatusDraft
+
+
+def plan_suspend(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
+    """Suspend every running active Job; mark the JobSet suspended."""
+    patches = tuple(
+        JobPatch(
+            name_of(job),
+            uid_of(job),
+            resource_version_of(job),
+            {"spec": {"suspend": True}},
+            reason="suspend",
+        )
+        for job in view.children.active
+        if not is_suspended(job) and not is_being_deleted(job)
+    )
+    draft = draft.with_condition(SUSPENDED).with_condition(RESTART_OVER_SUSPENDED)
+    return SuspendOutcome(patches, draft)
+
+
+def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
+    """Resume the suspended active Jobs that may run now; mark the JobSet resumed when done."""
+    js = view.jobset
+    in_order = starts_in_order(js)
+    by_rjob: dict[str, list[Job]] = {}
+    for job in view.children.active:
+        by_rjob.setdefault(labels_of(job).get(REPLICATED_JOB_NAME_KEY, ""), []).append(job)
+    patches: list[JobPatch] = []
+    for rjob in js.spec.replicated_jobs:
+        if not dependencies_are_reached(rjob, view.replicas, view.counts):
+            continue
+        if in_order and all_replicas_started(rjob.replicas, view.counts[rjob.name]):
+            continue
+        template = rjob.template.spec.template.to_dict()
+        patches.extend(
+            resume_patch(job, template)
+            for job in by_rjob.get(rjob.name, ())
+            if is_suspended(job) and not is_being_deleted(job)
+        )
+        if in_order:
+            return SuspendOutcome(tuple(patches), draft.with_condition(IN_PROGRESS))
+    return SuspendOutcome(tuple(patches), draft.with_condition(RESUMED))
+
+
+def resume_patch(job: Job, template: Mapping[str, Any]) -> JobPatch:
+    """The patch that resumes ``job`` with the merged fields of the replicatedJob's pod template.
+
+    Only merged fields that change are in the patch. Merged maps may be sent whole (a merge
+    patch merges maps); merged lists must be (a merge patch replaces lists).
+    """
+    job_template = pod_template_of(job)
+    template_patch: dict[str, dict[str, Any]] = {}
+    for section, field, how in MERGED_FIELDS:
+        current = _field(job_template, section, field)
+        desired = _field(template, section, field)
+        if how == "map":
+            merged: Any = merge_maps(current, desired)
+            unchanged = merged == dict(current or {})
+        else:
+            merged = union_lists(current, desired)
+            unchanged = merged == list(current or [])
+        if not unchanged:
+            template_patch.setdefault(section, {})[field] = merged
+    spec: dict[str, Any] = {"suspend": False}
+    if template_patch:
+        spec["template"] = template_patch
+    return JobPatch(
+        name_of(job),
+        uid_of(job),
+        resource_version_of(job),
+        {"spec": spec},
+        clear_start_time=has_start_time(job),
+        reason="resume",
+    )
+
+
+def merge_maps(
+    current: Mapping[str, Any] | None, desired: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``current`` updated with ``desired``: desired wins a conflict, nothing is removed."""
+    return {**(current or {}), **(desired or {})}
+
+
+def union_lists(current: Sequence[Any] | None, desired: Sequence[Any] | None) -> list[Any]:
+    """``current`` in its order, then each entry of ``desired`` it does not already hold."""
+    out = list(current or [])
+    for entry in desired or []:
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+def _field(template: Mapping[str, Any], section: str, field: str) -> Any:
+    part = template.get(section)
+    return part.get(field) if isinstance(part, Mapping) else None

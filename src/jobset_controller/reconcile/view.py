@@ -1,0 +1,39 @@
+"""The derived view of a snapshot, built once at the top of a pass and shared by every step.
+
+Steps take the view (what the pass saw) and the status draft (what it decided so far) and return
+values; none of them re-derives buckets or counts, and none mutates the view.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobset_controller.api import FeatureGates, JobSet
+from jobset_controller.reconcile.classify import Children
+from jobset_controller.reconcile.counts import ReplicatedJobCounts
+
+
+@dataclass(frozen=True)
+class JobSetView:
+    """What one pass saw.
+
+    Attributes:
+        jobset: The JobSet with admission's defaults applied in memory.
+        children: Its child Jobs, sorted into buckets.
+        counts: This pass's counts per replicatedJob name.
+        replicas: Replicas per replicatedJob name.
+        features: The feature gates.
+        now: The pass's time.
+    """
+
+    jobset: JobSet
+    children: Children
+    counts: Mapping[str, ReplicatedJobCounts]
+    replicas: Mapping[str, int]
+    features: FeatureGates
+    now: datetime
+
+    @property
+    def suspended(self) -> bool:
+        """``spec.suspend`` is true."""
+        return self.jobset.spec.suspend is True
