@@ -337,12 +337,30 @@ async def test_a_job_owned_by_another_jobset_uid_is_ignored(
     assert "js-stray" in await c.job_names()
 
 
-async def test_a_steady_jobset_causes_no_writes(
+async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
     controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim
 ) -> None:
     c = cluster_of(kube, namespace, sim)
-    await c.create(jobset())
+    body = jobset(
+        volumeClaimPolicies=[
+            {
+                "templates": [
+                    {
+                        "metadata": {"name": "data"},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}},
+                        },
+                    }
+                ]
+            }
+        ]
+    )
+    pod = body["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    await c.create(body)
     await eventually(lambda: _count(c, 3))
+    await kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data-js")
     for name in await c.job_names():
         await sim.start(name)
 

@@ -7,6 +7,10 @@
   to the fields resume merges; containers and volumes are dropped (memory per Job is a tracked
   benchmark figure).
 - Services: only those with a JobSet controller owner are kept (Services carry no JobSet label).
+- PersistentVolumeClaims: every claim, cut down to its metadata, so reconcile knows which
+  volumeClaimPolicies claims exist (a steady JobSet then makes no writes). Claims may be created
+  by users beforehand (with the Retain policy), so the watch is not limited to our label. A claim
+  labelled with a JobSet name wakes that JobSet, so a deleted claim is recreated at once.
 
 Any change of a child enqueues its owner's key `namespace/name`; the reconcile is level-triggered
 and recomputes everything, so which event arrived does not matter.
@@ -70,14 +74,20 @@ def trim_job(job: Obj) -> Obj:
     }
 
 
+def trim_to_metadata(obj: Obj) -> Obj:
+    meta = obj.get("metadata") or {}
+    kept = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp")
+    return {"metadata": {k: meta[k] for k in kept if k in meta}}
+
+
 def owned_by_jobset(obj: Obj) -> bool:
     return bool(jobset_owner(obj))
 
 
 def build_informers(
     client: KubeClient, enqueue: Callable[[str], None]
-) -> tuple[Informer, Informer, Informer]:
-    """The three informers, with handlers that enqueue JobSet keys."""
+) -> tuple[Informer, Informer, Informer, Informer]:
+    """JobSets, Jobs, Services and PVCs, with handlers that enqueue JobSet keys."""
 
     def enqueue_self(obj: Obj) -> None:
         enqueue(object_key(obj))
@@ -87,6 +97,12 @@ def build_informers(
         namespace = (obj.get("metadata") or {}).get("namespace")
         if owner.get("name") and namespace:
             enqueue(f"{namespace}/{owner['name']}")
+
+    def enqueue_labelled(obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(JOBSET_NAME_KEY)
+        if owner and meta.get("namespace"):
+            enqueue(f"{meta['namespace']}/{owner}")
 
     def self_handlers() -> Handlers:
         return Handlers(
@@ -118,4 +134,14 @@ def build_informers(
         indexers={OWNER_UID: owner_uid_index},
         handlers=owner_handlers(),
     )
-    return jobsets, jobs, services
+    pvcs = Informer(
+        client,
+        PVCS,
+        transform=trim_to_metadata,
+        handlers=Handlers(
+            on_add=lambda obj: None,
+            on_update=lambda old, new: None,
+            on_delete=enqueue_labelled,
+        ),
+    )
+    return jobsets, jobs, services, pvcs

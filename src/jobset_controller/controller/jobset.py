@@ -44,7 +44,7 @@ class JobSetController:
         features: FeatureGates,
         now: Callable[[], datetime.datetime] = _utc_now,
     ) -> None:
-        self.jobsets, self.jobs, self.services = build_informers(client, enqueue)
+        self.jobsets, self.jobs, self.services, self.pvcs = build_informers(client, enqueue)
         self._executor = executor
         self._recorder = recorder
         self._features = features
@@ -52,7 +52,7 @@ class JobSetController:
 
     @property
     def informers(self) -> tuple[Informer, ...]:
-        return (self.jobsets, self.jobs, self.services)
+        return (self.jobsets, self.jobs, self.services, self.pvcs)
 
     def snapshot(self, key: str) -> Snapshot | None:
         raw = self.jobsets.store.get(key)
@@ -62,12 +62,14 @@ class JobSetController:
         uid = str(raw["metadata"].get("uid", ""))
         namespace = str(raw["metadata"]["namespace"])
         service = self.services.store.get(f"{namespace}/{jobset_subdomain(jobset)}")
+        claims = self.pvcs.store.by_index("namespace", namespace)
         return Snapshot(
             jobset=jobset,
             jobs=tuple(self.jobs.store.by_index(OWNER_UID, uid)),
             service=service,
             now=self._now(),
             features=self._features,
+            existing_pvcs=frozenset(c["metadata"]["name"] for c in claims),
         )
 
     async def reconcile(self, key: str) -> Result | None:

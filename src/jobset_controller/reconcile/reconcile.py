@@ -175,9 +175,18 @@ def _run(
         jobs_to_delete=deletes,
         jobs_to_patch=_merged_patches(view.children.active, elastic, suspension.patches),
         service_to_create=service_to_create(js, snapshot.service),
-        pvcs_to_create=pvc_manifests(js),
+        pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
         requeue_after=CONTINUE_AFTER_SECONDS if cut else None,
     )
+
+
+def _missing(
+    pvcs: tuple[dict[str, Any], ...], existing: frozenset[str] | None
+) -> tuple[dict[str, Any], ...]:
+    """The claims still to create: all of them when which exist is unknown (upstream's way)."""
+    if existing is None:
+        return pvcs
+    return tuple(pvc for pvc in pvcs if pvc["metadata"]["name"] not in existing)
 
 
 def _deletes(jobs: Sequence[Job]) -> tuple[tuple[JobDelete, ...], bool]:

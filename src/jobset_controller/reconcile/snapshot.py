@@ -30,6 +30,9 @@ class Snapshot:
         service: The Service named after the JobSet's subdomain in its namespace, if it exists.
         now: The current time, timezone-aware.
         features: The feature gates the controller runs with.
+        existing_pvcs: Names of the PersistentVolumeClaims that exist in the JobSet's namespace,
+            or None when unknown. Known names are not created again, so a steady JobSet with
+            volumeClaimPolicies makes no writes; None keeps upstream's create-every-pass.
     """
 
     jobset: JobSet
@@ -37,6 +40,7 @@ class Snapshot:
     service: Mapping[str, Any] | None
     now: datetime
     features: FeatureGates = field(default_factory=FeatureGates)
+    existing_pvcs: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

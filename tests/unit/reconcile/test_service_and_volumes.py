@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from jobset_controller.api import JOBSET_NAME_KEY
+from jobset_controller.reconcile import reconcile
 
 if TYPE_CHECKING:
     from tests.unit.reconcile.conftest import JobSetBuilder, Kit
@@ -121,3 +123,19 @@ def test_no_pvcs_once_finished(kit: Kit) -> None:
     builder = mounting(kit).volume_claim("data").volume_claim("ckpt")
     builder.condition("Completed", reason="AllJobsCompleted").status(terminalState="Completed")
     assert kit.reconcile(builder).pvcs_to_create == ()
+
+
+def test_existing_pvcs_are_not_created_again(kit: Kit) -> None:
+    builder = mounting(kit).volume_claim("data").volume_claim("ckpt")
+    snapshot = dataclasses.replace(
+        kit.snapshot(builder), existing_pvcs=frozenset({"data-trainer", "unrelated"})
+    )
+    assert [pvc["metadata"]["name"] for pvc in reconcile(snapshot).pvcs_to_create] == [
+        "ckpt-trainer"
+    ]
+
+
+def test_unknown_pvcs_are_all_created_like_upstream(kit: Kit) -> None:
+    builder = mounting(kit).volume_claim("data")
+    assert kit.snapshot(builder).existing_pvcs is None
+    assert len(reconcile(kit.snapshot(builder)).pvcs_to_create) == 1
