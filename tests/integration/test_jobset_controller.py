@@ -392,3 +392,42 @@ def _writes(manager: Manager) -> float:
             ):
                 total += float(sample.value)
     return total
+
+
+async def test_rejected_job_creates_emit_an_event_and_are_retried_with_backoff(
+    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim
+) -> None:
+    # A quota of zero Jobs makes the apiserver refuse every Job create (we write the quota's
+    # status ourselves; no controller-manager runs here). The reconcile fails, is retried with
+    # backoff, and the process keeps going; once the quota is gone the Jobs appear.
+    quota_path = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    zero = {"count/jobs.batch": "0"}
+    await kube.create(quota_path, {"metadata": {"name": "jobs"}, "spec": {"hard": zero}})
+    await kube.merge_patch(f"{quota_path}/jobs/status", {"status": {"hard": zero, "used": zero}})
+    c = cluster_of(kube, namespace, sim)
+    await c.create(jobset())
+
+    async def creation_failed_event() -> bool:
+        events = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+        return any(e.get("reason") == "JobCreationFailed" for e in events.get("items") or ())
+
+    await eventually(creation_failed_event)
+    events = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    event = next(e for e in events["items"] if e["reason"] == "JobCreationFailed")
+    assert event["type"] == "Warning"
+    assert event["regarding"]["name"] == "js"
+    assert 'job "js-leader-0" creation failed with error:' in event["note"]
+    assert "exceeded quota" in event["note"]
+    assert await c.job_names() == []
+    errors_before = _errors(controller)
+    assert errors_before >= 1
+    await kube.request("DELETE", f"{quota_path}/jobs")
+    await eventually(lambda: _count(c, 3), within=30)
+    assert controller.controller is not None
+
+
+def _errors(manager: Manager) -> float:
+    value = manager.registry.get_sample_value(
+        "controller_runtime_reconcile_errors_total", {"controller": "jobset"}
+    )
+    return float(value or 0.0)

@@ -1,5 +1,7 @@
-"""`python -m jobset_controller.envtest`: run a local control plane until Ctrl-C."""
+"""`python -m jobset_controller.envtest [--full]`: run a local control plane until Ctrl-C."""
+
+import sys
 
 from jobset_controller.envtest.serve import main
 
-raise SystemExit(main())
+raise SystemExit(main(sys.argv[1:]))

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from jobset_controller.envtest.binaries import INTEGRATION_COMPONENTS, ensure_binaries, repo_root
-from jobset_controller.envtest.pki import CertificateAuthority, write_service_account_keys
+from jobset_controller.envtest.pki import CertificateAuthority, CertPair, write_service_account_keys
 from jobset_controller.envtest.processes import ManagedProcess, free_port
 
 SERVICE_CIDR = "10.0.0.0/24"
@@ -48,6 +48,9 @@ def default_crd_paths() -> list[Path]:
 
 class ControlPlane:
     """etcd + kube-apiserver with RBAC on, an admin identity, and the project's CRDs installed."""
+
+    # The binaries this control plane runs (subclasses that run more components extend it).
+    components: tuple[str, ...] = INTEGRATION_COMPONENTS
 
     def __init__(
         self,
@@ -87,7 +90,7 @@ class ControlPlane:
     @property
     def bin_dir(self) -> Path:
         if self._bin_dir is None:
-            self._bin_dir = ensure_binaries(INTEGRATION_COMPONENTS)
+            self._bin_dir = ensure_binaries(self.components)
         return self._bin_dir
 
     def start(self) -> ControlPlane:
@@ -270,6 +273,11 @@ class ControlPlane:
             return 0
 
     def _write_kubeconfig(self) -> None:
+        self.write_kubeconfig(self.kubeconfig, self.admin, user="admin")
+
+    def write_kubeconfig(self, path: Path, client: CertPair, *, user: str) -> Path:
+        """Write a kubeconfig for this apiserver that authenticates with `client` (a CA-issued
+        client certificate); the admin kubeconfig is one of these."""
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -284,18 +292,19 @@ class ControlPlane:
             ],
             "users": [
                 {
-                    "name": "admin",
+                    "name": user,
                     "user": {
-                        "client-certificate": str(self.admin.cert),
-                        "client-key": str(self.admin.key),
+                        "client-certificate": str(client.cert),
+                        "client-key": str(client.key),
                     },
                 }
             ],
-            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
+            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
             "current-context": "envtest",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.kubeconfig.chmod(0o600)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
 
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
         """Run the same-version kubectl against this control plane; returns stdout."""
