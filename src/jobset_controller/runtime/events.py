@@ -317,10 +317,13 @@ class EventRecorder:
         """Write changed series counts; forget keys whose window has passed."""
         now = self._clock.now()
         for key, series in list(self._series.items()):
-            if now - series.last_seen > self._series_window:
-                await self._finish(key, series)
-            elif series.count > series.written:
-                await self._write_series(series)
+            try:
+                if now - series.last_seen > self._series_window:
+                    await self._finish(key, series)
+                elif series.count > series.written:
+                    await self._write_series(series)
+            except Exception:  # a recorder must never break its caller (shutdown flush included)
+                log.exception("writing event series failed", event_name=series.name)
 
     async def _finish(self, key: _Key, series: _Series) -> None:
         if series.count > series.written:
@@ -359,12 +362,12 @@ class EventRecorder:
         try:
             await self._client.create(f"{_EVENTS_API}/namespaces/{series.namespace}/events", body)
         except AlreadyExists:
-            log.debug("event already exists", event=series.name, namespace=series.namespace)
+            log.debug("event already exists", event_name=series.name, namespace=series.namespace)
         except Exception as error:
             self._dropped["write_failed"].inc()
             log.warning(
                 "creating event failed, dropped",
-                event=series.name,
+                event_name=series.name,
                 namespace=series.namespace,
                 reason=series.body["reason"],
                 error=str(error),
@@ -380,7 +383,7 @@ class EventRecorder:
             self._dropped["write_failed"].inc()
             log.warning(
                 "updating event series failed, dropped",
-                event=series.name,
+                event_name=series.name,
                 namespace=series.namespace,
                 count=series.count,
                 error=str(error),

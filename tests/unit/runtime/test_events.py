@@ -400,3 +400,17 @@ def test_object_ref_from_a_raw_object_leaves_out_the_resource_version_by_default
 
     assert ObjectRef.from_object(obj) == ObjectRef("batch/v1", "Job", "j", "ns", "u")
     assert ObjectRef.from_object(obj, with_resource_version=True).resource_version == "42"
+
+
+async def test_flush_never_raises_when_series_writes_fail(
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry
+) -> None:
+    # Shutdown flushes with a heartbeat; a series whose update and re-create both fail (the
+    # namespace is being deleted, say) must be dropped quietly, not crash the process.
+    recorder.record(JOBSET, "Warning", "BackoffLimitExceeded", "same")
+    recorder.record(JOBSET, "Warning", "BackoffLimitExceeded", "same")
+    await recorder.flush()
+    recorder.record(JOBSET, "Warning", "BackoffLimitExceeded", "same")
+    writer.error = ServerError(500, {"message": "etcd is down"})
+    await recorder.flush()
+    assert dropped(registry, "write_failed") >= 1
