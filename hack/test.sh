@@ -25,7 +25,7 @@ if [ ! -f "$stamp" ]; then
 fi
 
 step "kubernetes binaries"
-bin_dir=$(hack/k8s-binaries.sh etcd kube-apiserver kubectl helm | tail -n 1)
+bin_dir=$(hack/k8s-binaries.sh | tail -n 1)  # all components: e2e needs the full cluster
 echo "using $bin_dir"
 export JOBSET_K8S_BIN="$bin_dir"
 

@@ -10,13 +10,18 @@ cluster's directory (component logs, kubeconfigs, kwok.yaml) for a look after th
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from jobset_controller.envtest.fullcluster import FullCluster
-from jobset_controller.envtest.processes import processes_mentioning
+from jobset_controller.envtest.processes import free_port, processes_mentioning
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +43,45 @@ def namespace(full_cluster: FullCluster) -> Iterator[str]:
         yield name
     finally:
         full_cluster.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(full_cluster: FullCluster) -> Iterator[subprocess.Popen[bytes]]:
+    """`jobset-controller run` against the full cluster, as a user runs it (one per session)."""
+    health = free_port()
+    log = full_cluster.workdir / "jobset-controller.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobset_controller",
+            "run",
+            f"--kubeconfig={full_cluster.kubeconfig}",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{health}",
+            "--log-format=json",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as reply:
+                if reply.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(
+                f"jobset-controller did not become ready:\n{log.read_text()[-3000:]}"
+            )
+        time.sleep(0.2)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        assert code == 0, f"jobset-controller exited {code}:\n{log.read_text()[-3000:]}"
