@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The dev loop. For now it starts the local control plane (etcd + kube-apiserver with the JobSet
-# CRD) and prints its kubeconfig; the controller, the full cluster (controller-manager, scheduler,
-# kwok nodes) and the example JobSet join as their issues land. Ctrl-C stops everything.
+# The dev loop (README's first command): a full local cluster (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok nodes), the controller, and an example JobSet whose
+# progress is printed until it completes. Everything stays up until Ctrl-C.
+#   hack/dev.sh [--example examples/coordinator.yaml] [--exit-when-done]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+stamp=".venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e '.[test]'
+  touch "$stamp"
 fi
-echo "note: the controller is not wired in yet; this brings up the control plane only." >&2
-exec .venv/bin/python -m jobset_controller.envtest
+exec .venv/bin/python -m jobset_controller.devloop "$@"

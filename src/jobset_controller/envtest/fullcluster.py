@@ -52,6 +52,9 @@ DEFAULT_CONTROLLERS = (
     # Removes the node.kubernetes.io/not-ready taint the apiserver puts on new Nodes once kwok
     # reports them Ready (and taints them again if kwok stops renewing their Leases).
     "node-lifecycle-controller",
+    # Binds PersistentVolumeClaims (e.g. from volumeClaimPolicies) to PersistentVolumes that
+    # tests or the dev loop create; there is no dynamic provisioner.
+    "persistentvolume-binder-controller",
 )
 _NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
@@ -340,6 +343,32 @@ class FullCluster(ControlPlane):
         if status != 200:
             raise ControlPlaneError(f"patching node {name} failed ({status}): {body}")
         return body
+
+    def add_volumes(self, count: int, *, size: str = "10Gi", prefix: str = "local-pv") -> list[str]:
+        """Create `count` hostPath PersistentVolumes (no storage class) for claims to bind to.
+
+        There is no dynamic provisioner; the persistentvolume-binder controller binds a claim
+        without a storage class to any of these that is large enough.
+        """
+        names = []
+        for index in range(count):
+            name = f"{prefix}-{index}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": name},
+                "spec": {
+                    "capacity": {"storage": size},
+                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "hostPath": {"path": f"/tmp/{name}"},
+                },
+            }
+            status, reply = self.request("POST", "/api/v1/persistentvolumes", body)
+            if status not in (201, 409):
+                raise ControlPlaneError(f"creating PersistentVolume {name} failed: {reply}")
+            names.append(name)
+        return names
 
     def delete_nodes(self, names: Iterable[str]) -> None:
         for name in list(names):
