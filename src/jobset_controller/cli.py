@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import yaml
 from pydantic import ValidationError
@@ -49,8 +49,15 @@ def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
     return 1 if failures else 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is one line naming the flag and the reason (exit 2), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobset-controller", description=__doc__)
+    parser = _Parser(prog="jobset-controller", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="default and validate JobSet manifests offline")
     validate.add_argument("files", nargs="+", type=Path)

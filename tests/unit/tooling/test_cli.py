@@ -55,3 +55,22 @@ def test_unknown_feature_gate_is_a_usage_error(capsys: pytest.CaptureFixture[str
 
 def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
     assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--kube-api-qps", "lots"], "argument --kube-api-qps: invalid float value: 'lots'"),
+        (["run", "--leader-elect=maybe"], "argument --leader-elect: invalid boolean value 'maybe'"),
+        (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_bad_flags_are_one_line_naming_the_flag_and_exit_2(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert expected in err
