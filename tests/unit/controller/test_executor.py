@@ -1,0 +1,150 @@
+"""The Plan executor's ordering and accounting, with an in-memory stand-in for the API client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from jobset_controller.controller.executor import ExecutionError, Executor, JobSetMetrics
+from jobset_controller.reconcile import Event, JobDelete, JobPatch, Plan
+from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, Forbidden, NotFound
+from jobset_controller.runtime.events import ObjectRef
+
+JOBSET = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
+    "metadata": {"name": "js", "namespace": "ns", "uid": "u1", "resourceVersion": "7"},
+    "spec": {"replicatedJobs": []},
+}
+STATUS = {"restarts": 0, "terminalState": "Completed"}
+
+
+class FakeClient:
+    """Records calls; `fail` maps (verb, path suffix) to the error to raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail: dict[tuple[str, str], ApiError] = {}
+
+    def _maybe_fail(self, verb: str, path: str) -> None:
+        self.calls.append((verb, path))
+        for (fverb, suffix), error in self.fail.items():
+            if fverb == verb and path.endswith(suffix):
+                raise error
+
+    async def create(self, path: str, body: Any) -> dict[str, Any]:
+        self._maybe_fail("create", f"{path}/{body['metadata']['name']}")
+        return dict(body)
+
+    async def replace(self, path: str, body: Any) -> dict[str, Any]:
+        self._maybe_fail("replace", path)
+        return dict(body)
+
+    async def merge_patch(self, path: str, patch: Any) -> dict[str, Any]:
+        self._maybe_fail("patch", path)
+        return {"metadata": {"resourceVersion": "99"}}
+
+    async def delete(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        self._maybe_fail("delete", path)
+        return {}
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def record(self, regarding: ObjectRef, type: str, reason: str, note: str) -> None:
+        self.events.append((type, reason, note))
+
+
+def job(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {}}
+
+
+@pytest.fixture
+def parts() -> tuple[FakeClient, FakeRecorder, CollectorRegistry, Executor]:
+    client, recorder, registry = FakeClient(), FakeRecorder(), CollectorRegistry()
+    executor = Executor(client, recorder, JobSetMetrics(registry))  # type: ignore[arg-type]
+    return client, recorder, registry, executor
+
+
+def completed_total(registry: CollectorRegistry) -> float:
+    value = registry.get_sample_value(
+        "jobset_completed_total", {"jobset_name": "js", "namespace": "ns"}
+    )
+    return value or 0.0
+
+
+async def test_writes_happen_in_the_fixed_order(parts: Any) -> None:
+    client, recorder, _, executor = parts
+    plan = Plan(
+        jobs_to_delete=(JobDelete(name="old", uid="u-old"),),
+        jobs_to_create=(job("new"),),
+        jobs_to_patch=(JobPatch(name="p", uid="u-p", resource_version="3", patch={"spec": {}}),),
+        status=STATUS,
+        completed=True,
+        events=(Event(type="Normal", reason="AllJobsCompleted", note="done", after_status=True),),
+    )
+    await executor.execute(JOBSET, plan)
+    verbs = [verb for verb, _ in client.calls]
+    assert verbs == ["delete", "create", "patch", "replace"]
+    assert recorder.events == [("Normal", "AllJobsCompleted", "done")]
+
+
+async def test_a_conflicting_status_write_counts_nothing_and_emits_nothing(parts: Any) -> None:
+    client, recorder, registry, executor = parts
+    plan = Plan(
+        status=STATUS,
+        completed=True,
+        events=(Event(type="Normal", reason="AllJobsCompleted", note="done", after_status=True),),
+    )
+    client.fail[("replace", "/status")] = Conflict(409, {"reason": "Conflict"})
+    with pytest.raises(Conflict):
+        await executor.execute(JOBSET, plan)
+    assert completed_total(registry) == 0
+    assert recorder.events == []
+    del client.fail[("replace", "/status")]
+    await executor.execute(JOBSET, plan)
+    assert completed_total(registry) == 1
+    assert recorder.events == [("Normal", "AllJobsCompleted", "done")]
+
+
+async def test_already_existing_jobs_are_success(parts: Any) -> None:
+    client, recorder, _, executor = parts
+    client.fail[("create", "/jobs/a")] = AlreadyExists(409, {"reason": "AlreadyExists"})
+    await executor.execute(JOBSET, Plan(jobs_to_create=(job("a"), job("b"))))
+    assert recorder.events == []
+
+
+async def test_refused_creates_emit_job_creation_failed_and_stop_before_the_status(
+    parts: Any,
+) -> None:
+    client, recorder, _, executor = parts
+    client.fail[("create", "/jobs/b")] = Forbidden(403, {"message": "exceeded quota"})
+    plan = Plan(jobs_to_create=(job("a"), job("b")), status={"restarts": 0})
+    with pytest.raises(ExecutionError):
+        await executor.execute(JOBSET, plan)
+    assert recorder.events == [
+        ("Warning", "JobCreationFailed", 'job "b" creation failed with error: exceeded quota')
+    ]
+    assert ("replace", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/js/status") not in (
+        client.calls
+    )
+
+
+async def test_deleting_a_job_that_is_already_gone_is_success(parts: Any) -> None:
+    client, _, _, executor = parts
+    client.fail[("delete", "/jobs/gone")] = NotFound(404, {})
+    await executor.execute(JOBSET, Plan(jobs_to_delete=(JobDelete(name="gone", uid="u"),)))
+
+
+async def test_resume_clears_start_time_before_patching_the_template(parts: Any) -> None:
+    client, _, _, executor = parts
+    patch = JobPatch(
+        name="j", uid="u", resource_version="3", patch={"spec": {"suspend": False}},
+        clear_start_time=True,
+    )  # fmt: skip
+    await executor.execute(JOBSET, Plan(jobs_to_patch=(patch,)))
+    assert [path.rsplit("/", 1)[-1] for _, path in client.calls] == ["status", "j"]
