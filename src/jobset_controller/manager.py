@@ -98,6 +98,7 @@ class Manager:
         self.metrics = MetricsServer(self.registry, options.metrics_bind_address)
         self.elector: LeaderElector | None = None
         self.controller: JobSetController | None = None
+        self.lag: LoopLagMonitor | None = None
 
     def request_stop(self) -> None:
         self.stop_requested.set()
@@ -141,7 +142,7 @@ class Manager:
             registry=self.registry,
             object_label="jobset",
         )
-        lag = LoopLagMonitor(registry=self.registry)
+        self.lag = lag = LoopLagMonitor(registry=self.registry)
         background: list[asyncio.Task[Any]] = []
 
         def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
