@@ -121,7 +121,12 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument(
         "--kube-api-burst", type=int, default=None, help="client-side burst (default 500)"
     )
-    run.add_argument("--workers", type=int, default=1, help="concurrent reconciles (upstream: 1)")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        help="concurrent reconciles (upstream: 1; 4 creates Jobs 2.5x faster, hack/bench)",
+    )
     run.add_argument(
         "--zap-log-level",
         default="info",

@@ -67,7 +67,7 @@ class ManagerOptions:
     leader_elect: bool = True
     qps: float = 500.0
     burst: int = 500
-    workers: int = 1
+    workers: int = 4
     cache_sync_timeout: float = 120.0
     shutdown_timeout: float = 30.0
 

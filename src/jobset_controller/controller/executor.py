@@ -84,7 +84,8 @@ class Executor:
         self._metrics = metrics
         self._parallelism = create_parallelism
 
-    async def execute(self, jobset: Mapping[str, Any], plan: Plan) -> None:
+    async def execute(self, jobset: Mapping[str, Any], plan: Plan) -> str | None:
+        """Apply `plan`; returns the JobSet's resourceVersion after our status write, if any."""
         meta = jobset["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         regarding = ObjectRef.from_object(jobset)
@@ -110,9 +111,11 @@ class Executor:
         for patch in plan.jobs_to_patch:
             await self._patch_job(namespace, patch)
 
+        written: str | None = None
         if plan.status is not None:
             body = {**jobset, "status": dict(plan.status)}
-            await self._client.replace(JOBSETS.path(namespace, name) + "/status", body)
+            reply = await self._client.replace(JOBSETS.path(namespace, name) + "/status", body)
+            written = str((reply.get("metadata") or {}).get("resourceVersion") or "") or None
             if plan.completed:
                 self._metrics.completed.labels(name, namespace).inc()
             if plan.failed:
@@ -122,6 +125,7 @@ class Executor:
                 self._emit(regarding, event)
         if plan.delete_jobset:
             await self._delete(JOBSETS.path(namespace, name), str(meta.get("uid", "")))
+        return written
 
     def _emit(self, regarding: ObjectRef, event: Event) -> None:
         self._recorder.record(regarding, event.type, event.reason, event.note)  # type: ignore[arg-type]

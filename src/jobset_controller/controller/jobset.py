@@ -1,5 +1,11 @@
 """The JobSet controller: key -> snapshot from the caches -> pure reconcile -> executor.
 
+Stale caches: right after our own status write the JobSet cache can still hold the previous
+version; reconciling that would redo work and end in a 409. So the controller remembers the
+resourceVersion its last status write produced per JobSet and does not reconcile a cached copy
+older than that (resourceVersions compare as integers since Kubernetes 1.35); the watch event
+for our write enqueues the key again once the cache has caught up.
+
 Nothing here decides JobSet behaviour; that is all in `reconcile`. This module only gathers the
 inputs (the JobSet, its Jobs by owner UID, its Service, the feature gates, the time) and hands
 the Plan to the executor. A JobSet that cannot even be parsed gets a Warning event and is not
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -49,6 +56,8 @@ class JobSetController:
         self._recorder = recorder
         self._features = features
         self._now = now
+        self._written: dict[str, int] = {}  # key -> resourceVersion of our last status write
+        self.stale_skips = 0
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -72,27 +81,42 @@ class JobSetController:
             existing_pvcs=frozenset(c["metadata"]["name"] for c in claims),
         )
 
+    def _cache_is_behind_our_write(self, key: str, raw: dict[str, Any]) -> bool:
+        written = self._written.get(key)
+        if written is None:
+            return False
+        cached = str(raw["metadata"].get("resourceVersion", ""))
+        if cached.isdigit() and int(cached) < written:
+            self.stale_skips += 1
+            return True
+        del self._written[key]  # caught up (or not comparable): forget it
+        return False
+
     async def reconcile(self, key: str) -> Result | None:
+        raw = self.jobsets.store.get(key)
+        if raw is None:
+            self._written.pop(key, None)
+            return None  # deleted: the garbage collector removes the children
+        if self._cache_is_behind_our_write(key, raw):
+            return None
         try:
             snapshot = self.snapshot(key)
         except ValidationError as error:
-            unreadable = self.jobsets.store.get(key) or {}
             message = f"cannot read JobSet: {error.errors()[0]['msg']}"
             log.warning("unreadable jobset", error=message)
-            self._recorder.record(
-                ObjectRef.from_object(unreadable), "Warning", "InvalidJobSet", message
-            )
+            self._recorder.record(ObjectRef.from_object(raw), "Warning", "InvalidJobSet", message)
             return None
         if snapshot is None:
             return None
         plan = reconcile(snapshot)
-        raw = self.jobsets.store.get(key)
-        if not plan.is_empty() and raw is not None:
+        if not plan.is_empty():
             try:
-                await self._executor.execute(raw, plan)
+                written = await self._executor.execute(raw, plan)
             except Conflict:
                 log.info("status write conflicted; reconciling again from fresh state")
                 raise
+            if written is not None and written.isdigit():
+                self._written[key] = int(written)
         if plan.requeue_after is not None:
             return Result(requeue_after=plan.requeue_after)
         return None

@@ -4,9 +4,10 @@ The rules are controller-runtime's (machinery.md 3.5), so behaviour and metrics 
 
 - success: `forget` the key (its backoff resets);
 - success with `requeue_after`: forget, then `add_after(requeue_after)`;
-- an exception: logged with the key and a traceback, counted, and the key is re-added with the
-  rate limiter's backoff (5 ms doubling to 1000 s per key). A failing key never kills its worker,
-  another worker, or the process; other keys keep flowing;
+- an exception: logged with the key and a traceback (a 409 Conflict, which only means a cache
+  lagged a write, without one), counted, and the key is re-added with the rate limiter's
+  backoff (5 ms doubling to 1000 s per key). A failing key never kills its worker, another
+  worker, or the process; other keys keep flowing;
 - `done(key)` always, so a key added while it was being reconciled runs again afterwards.
 
 Every reconcile gets a fresh `reconcile_id`, bound with the key's parts into structlog's context
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from jobset_controller.runtime.client import Conflict
 from jobset_controller.runtime.workqueue import QueueShutDown, WorkQueue
 
 log = structlog.get_logger("workers")
@@ -147,11 +149,15 @@ class Workers:
                 result = await self._reconcile(key)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as error:
                 self.metrics.total.labels(controller, "error").inc()
                 self.metrics.errors.labels(controller).inc()
                 retries = self._queue.num_requeues(key)
-                log.exception("reconcile failed, will retry with backoff", retries=retries)
+                if isinstance(error, Conflict):
+                    # Expected when a cache lags a write: no traceback, just look again.
+                    log.info("conflict, will retry from fresh state", retries=retries)
+                else:
+                    log.exception("reconcile failed, will retry with backoff", retries=retries)
                 self._queue.add_rate_limited(key)
                 return
             finally:

@@ -1,0 +1,60 @@
+"""The controller does not act on a cached JobSet older than its own last status write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobset_controller.api import FeatureGates
+from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.reconcile import Plan
+
+
+class CountingExecutor:
+    def __init__(self, written: str | None) -> None:
+        self.plans: list[Plan] = []
+        self.written = written
+
+    async def execute(self, jobset: Any, plan: Plan) -> str | None:
+        self.plans.append(plan)
+        return self.written
+
+
+def jobset(resource_version: str) -> dict[str, Any]:
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "js",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": resource_version,
+        },
+        "spec": {
+            "replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": pod}}}}]
+        },
+    }
+
+
+def controller(executor: CountingExecutor) -> JobSetController:
+    return JobSetController(
+        object(),  # type: ignore[arg-type]  # informers are not started here
+        enqueue=lambda key: None,
+        executor=executor,  # type: ignore[arg-type]
+        recorder=object(),  # type: ignore[arg-type]
+        features=FeatureGates(),
+    )
+
+
+async def test_a_cache_older_than_our_write_is_not_reconciled() -> None:
+    executor = CountingExecutor(written="10")
+    ctl = controller(executor)
+    ctl.jobsets.store.put(jobset("5"))
+    await ctl.reconcile("ns/js")  # plans Jobs + status; our write produced RV 10
+    assert len(executor.plans) == 1
+    await ctl.reconcile("ns/js")  # the cache still shows RV 5: skip, the watch will bring 10
+    assert len(executor.plans) == 1
+    assert ctl.stale_skips == 1
+    ctl.jobsets.store.put(jobset("10"))
+    await ctl.reconcile("ns/js")  # caught up: reconcile again
+    assert len(executor.plans) == 2
