@@ -104,35 +104,29 @@ def build_informers(
         if owner and meta.get("namespace"):
             enqueue(f"{meta['namespace']}/{owner}")
 
-    def self_handlers() -> Handlers:
+    def calling(enqueue_for: Callable[[Obj], None]) -> Handlers:
+        """Every change of an object (the new state for updates) goes to `enqueue_for`."""
         return Handlers(
-            on_add=enqueue_self,
-            on_update=lambda old, new: enqueue_self(new),
-            on_delete=enqueue_self,
+            on_add=enqueue_for,
+            on_update=lambda old, new: enqueue_for(new),
+            on_delete=enqueue_for,
         )
 
-    def owner_handlers() -> Handlers:
-        return Handlers(
-            on_add=enqueue_owner,
-            on_update=lambda old, new: enqueue_owner(new),
-            on_delete=enqueue_owner,
-        )
-
-    jobsets = Informer(client, JOBSETS, handlers=self_handlers())
+    jobsets = Informer(client, JOBSETS, handlers=calling(enqueue_self))
     jobs = Informer(
         client,
         JOBS,
         label_selector=JOBSET_NAME_KEY,
         transform=trim_job,
         indexers={OWNER_UID: owner_uid_index},
-        handlers=owner_handlers(),
+        handlers=calling(enqueue_owner),
     )
     services = Informer(
         client,
         SERVICES,
         keep=owned_by_jobset,
         indexers={OWNER_UID: owner_uid_index},
-        handlers=owner_handlers(),
+        handlers=calling(enqueue_owner),
     )
     pvcs = Informer(
         client,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -76,7 +76,7 @@ class ControlPlane:
         self._apiserver_port = 0
 
     # ----------------------------------------------------------------------- lifecycle
-    def __enter__(self) -> ControlPlane:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -93,7 +93,7 @@ class ControlPlane:
             self._bin_dir = ensure_binaries(self.components)
         return self._bin_dir
 
-    def start(self) -> ControlPlane:
+    def start(self) -> Self:
         try:
             self._write_pki()
             self._start_etcd()

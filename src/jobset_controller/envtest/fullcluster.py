@@ -23,8 +23,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import yaml
@@ -95,18 +94,7 @@ class FullCluster(ControlPlane):
         self.startup_seconds = 0.0
 
     # ----------------------------------------------------------------------- lifecycle
-    def __enter__(self) -> FullCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def start(self) -> FullCluster:
+    def start(self) -> Self:
         began = time.monotonic()
         try:
             super().start()
