@@ -11,7 +11,9 @@ Lifecycle of `Manager.run()` (controller-runtime's order and guarantees):
    (workers are not running; keys just collect in the queue).
 5. Start the workers, and keep renewing the Lease.
 6. On SIGTERM/SIGINT: stop taking keys, let in-flight reconciles finish (bounded by
-   `shutdown_timeout`), release the Lease, exit 0.
+   `shutdown_timeout`, 20 s; the rest are cancelled), stop every worker, and only then release
+   the Lease and flush pending Events (5 s at most); exit 0. The whole shutdown fits in
+   Kubernetes' default 30 s termination grace period. Losing the lease while draining exits 1.
    On lost leadership: stop at once and exit 1 so the process restarts clean (there is no
    fencing; a deposed leader must not write). On a cache that never syncs: exit 1.
 """
@@ -53,6 +55,8 @@ from jobset_controller.runtime.workqueue import WorkQueue
 log = structlog.get_logger("manager")
 
 CONTROLLER_NAME = "jobset"
+# Bounds of a graceful shutdown, together under Kubernetes' default 30 s grace period.
+_EVENT_FLUSH_TIMEOUT = 5.0
 _SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -69,7 +73,7 @@ class ManagerOptions:
     burst: int = 500
     workers: int = 4
     cache_sync_timeout: float = 120.0
-    shutdown_timeout: float = 30.0
+    shutdown_timeout: float = 20.0
 
 
 def leader_election_namespace(configured: str) -> str:
@@ -158,6 +162,8 @@ class Manager:
             for informer in informers:
                 spawn(informer.run(), f"informer-{informer.resource.plural}")
             if not await self._wait(self._caches_synced(informers), opts.cache_sync_timeout):
+                if self.stop_requested.is_set():
+                    return 0  # asked to stop while warming up
                 log.error("caches did not sync", timeout=opts.cache_sync_timeout)
                 return 1
             gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
@@ -196,16 +202,31 @@ class Manager:
                 log.error("workers failed", error=str(working.exception()))
                 return 1
             log.info("shutting down: finishing in-flight reconciles")
-            drained = await queue.shut_down_with_drain(timeout=opts.shutdown_timeout)
-            if not drained:
-                log.warning("in-flight reconciles did not finish in time")
+            drain = asyncio.create_task(queue.shut_down_with_drain(timeout=opts.shutdown_timeout))
+            # Keep watching the lease while draining: a deposed leader must stop at once.
+            done, _ = await asyncio.wait(
+                {drain} | ({renew} if renew is not None else set()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if renew is not None and renew in done:
+                drain.cancel()
+                log.error("leader election lost while shutting down, exiting")
+                return 1
+            if not drain.result():
+                log.warning("in-flight reconciles did not finish in time; cancelling them")
+            # No worker may write once the lease is released: stop them all first.
+            working.cancel()
+            await asyncio.gather(working, return_exceptions=True)
             if renew is not None:
                 renew.cancel()
                 with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
                     await renew
             if self.elector is not None:
                 await self.elector.release()
-            await recorder.flush()
+            try:
+                await asyncio.wait_for(recorder.flush(), _EVENT_FLUSH_TIMEOUT)
+            except TimeoutError:
+                log.warning("pending events not written before exit")
             return 0
         finally:
             for task in background:

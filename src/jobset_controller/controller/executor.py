@@ -1,6 +1,6 @@
 """Applies a Plan to the cluster, in a fixed order, and stops at the first hard error.
 
-Order: immediate events; Job deletes; Job creates; the headless Service; PVCs; Job patches; then
+Order: immediate events; Job deletes; the headless Service; PVCs; Job creates; Job patches; then
 ONE status write; then the events tied to it; then (TTL) the JobSet delete.
 
 - Deletes use foreground propagation and a uid precondition (never delete a same-name successor).
@@ -61,13 +61,20 @@ class ExecutionError(Exception):
 
 
 async def _bounded(items: Iterable[T], limit: int, action: Callable[[T], Awaitable[None]]) -> None:
+    """Run `action` over `items`, at most `limit` at a time; the first failure cancels the rest
+    (no write is left running detached after the reconcile that started it has ended)."""
     semaphore = asyncio.Semaphore(limit)
 
     async def one(item: T) -> None:
         async with semaphore:
             await action(item)
 
-    await asyncio.gather(*(one(item) for item in items))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for item in items:
+                group.create_task(one(item))
+    except BaseExceptionGroup as failures:
+        raise failures.exceptions[0] from None
 
 
 class Executor:
@@ -98,7 +105,7 @@ class Executor:
             self._parallelism,
             lambda d: self._delete(JOBS.path(namespace, d.name), d.uid),
         )
-        await self._create_jobs(regarding, namespace, plan.jobs_to_create)
+        # The Service and the claims first: pods must find their DNS records and volumes.
         if plan.service_to_create is not None:
             await self._create_other(
                 regarding,
@@ -108,6 +115,7 @@ class Executor:
             )
         for pvc in plan.pvcs_to_create:
             await self._create_other(regarding, PVCS.path(namespace), pvc, "PVCCreationFailed")
+        await self._create_jobs(regarding, namespace, plan.jobs_to_create)
         for patch in plan.jobs_to_patch:
             await self._patch_job(namespace, patch)
 
@@ -141,21 +149,23 @@ class Executor:
     async def _create_jobs(
         self, regarding: ObjectRef, namespace: str, jobs: Iterable[Mapping[str, Any]]
     ) -> None:
-        failures: list[str] = []
+        failures: dict[str, str] = {}
 
         async def create(job: Mapping[str, Any]) -> None:
+            name = job["metadata"]["name"]
             try:
                 await self._client.create(JOBS.path(namespace), job)
             except AlreadyExists:
                 pass
             except ApiError as error:
-                failures.append(
-                    f'job "{job["metadata"]["name"]}" creation failed with error: {error.message}'
-                )
+                failures[name] = f'job "{name}" creation failed with error: {error.message}'
 
+        jobs = list(jobs)
         await _bounded(jobs, self._parallelism, create)
         if failures:
-            message = ", ".join(sorted(failures))
+            # One line per Job, in the Plan's order (upstream joins its errors with newlines).
+            order = [job["metadata"]["name"] for job in jobs]
+            message = "\n".join(failures[name] for name in order if name in failures)
             self._recorder.record(regarding, "Warning", "JobCreationFailed", message)
             raise ExecutionError(message)
 

@@ -110,10 +110,12 @@ def exclusive_annotations(js: JobSet, rjob: ReplicatedJob) -> dict[str, str]:
     The node-selector flag is copied only from a level that also has the exclusive annotation;
     the replicatedJob level (its Job template's annotations) overrides the JobSet level.
     """
-    out: dict[str, str] = {}
-    for level in (js.metadata.annotations, rjob.template.metadata.annotations):
-        out.update(_exclusive_keys_of(level))
-    return out
+    # Both keys come from ONE level: the replicatedJob's when it has the exclusive annotation,
+    # else the JobSet's. Mixing levels could turn on the node-selector strategy for a
+    # replicatedJob that asked for the affinity one.
+    return _exclusive_keys_of(rjob.template.metadata.annotations) or _exclusive_keys_of(
+        js.metadata.annotations
+    )
 
 
 def _exclusive_keys_of(annotations: Mapping[str, str]) -> dict[str, str]:

@@ -81,7 +81,7 @@ def reconcile(snapshot: Snapshot) -> Plan:
     )
     if is_finished(draft.conditions):
         return _finished(snapshot, view, draft)
-    rejection = find_rejection(js, snapshot.features)
+    rejection = find_rejection(js, snapshot.features, realised=_realised(snapshot))
     if rejection is not None:
         return _plan(snapshot, fail_jobset(draft, rejection.reason, rejection.message))
     deletes, deletes_cut = _deletes(view.children.previous)
@@ -178,6 +178,12 @@ def _run(
         pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
         requeue_after=CONTINUE_AFTER_SECONDS if cut else None,
     )
+
+
+def _realised(snapshot: Snapshot) -> bool:
+    """Whether this JobSet already has Jobs or a written status, i.e. was admitted and run."""
+    status = snapshot.jobset.status
+    return bool(snapshot.jobs) or (status is not None and bool(status.to_dict()))
 
 
 def _missing(

@@ -42,13 +42,21 @@ class Rejection:
     message: str
 
 
-def find_rejection(js: JobSet, features: FeatureGates) -> Rejection | None:
-    """The reason not to run the (defaulted) ``js``, or None when it may run."""
+def find_rejection(js: JobSet, features: FeatureGates, *, realised: bool) -> Rejection | None:
+    """The reason not to run the (defaulted) ``js``, or None when it may run.
+
+    The create-time checks stand in for a validating webhook the JobSet may have bypassed, so
+    they run only until the JobSet is realised (has Jobs or a written status). After that, like
+    upstream's update webhook, they are not repeated: a legal update (an elastic scale-up, a new
+    coordinator) must never fail a running JobSet.
+    """
     policy = js.spec.failure_policy
     if policy is not None and policy.restart_strategy == RestartStrategy.IN_PLACE_RESTART:
         return Rejection(
             IN_PLACE_RESTART_NOT_SUPPORTED_REASON, IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE
         )
+    if realised:
+        return None
     admission_gates = dataclasses.replace(features, restart_job=True, in_place_restart=True)
     errors = validate_create(js, features=admission_gates)
     if not errors:

@@ -331,7 +331,7 @@ class KubeClient:
         async with self._session.get(
             url, headers=await self._headers(None), timeout=timeout
         ) as response:
-            self._metrics.requests.labels(str(response.status), "WATCH", self._host).inc()
+            self._metrics.requests.labels(str(response.status), "GET", self._host).inc()
             if response.status >= 400:
                 raise error_for(response.status, _decode(await response.read()), "WATCH", path)
             buffer = b""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,7 +161,7 @@ class InformerStats:
     relists_after_expiry: int = 0
     errors: int = 0
     last_error: str = ""
-    backoff_delays: list[float] = field(default_factory=list)
+    backoff_delays: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
 
 class _Expired(Exception):
@@ -224,10 +225,11 @@ class Informer:
                     await self._watch()
                     continue  # clean end of stream: re-watch from the last resourceVersion
                 except _Expired:
+                    # Relist, after the backoff like client-go: a server that keeps answering
+                    # 410 must not get a tight loop of full lists.
                     self.stats.relists_after_expiry += 1
                     need_list = True
                     log.info("watch expired, relisting", resource=self.resource.plural)
-                    continue
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
@@ -326,7 +328,9 @@ class Informer:
                 self.resource_version = str(rv)
             return
         obj = self._transform(obj)
+        filtered_out = False
         if kind in ("ADDED", "MODIFIED") and self._keep is not None and not self._keep(obj):
+            filtered_out = True
             # Not (or no longer) interesting: drop it as if it were deleted.
             kind = "DELETED" if self.store.get(object_key(obj)) is not None else "IGNORED"
         if kind == "IGNORED":
@@ -339,7 +343,9 @@ class Informer:
                 self.handlers.on_update(old, obj)
         elif kind == "DELETED":
             old = self.store.remove(object_key(obj))
-            if old is not None or self._keep is None or self._keep(obj):
+            if filtered_out and old is not None:
+                self.handlers.on_delete(old)  # the last state we kept (it still had the owner)
+            elif old is not None or self._keep is None or self._keep(obj):
                 self.handlers.on_delete(obj)
         else:
             log.warning("unknown watch event type", type=kind, resource=self.resource.plural)

@@ -7,6 +7,8 @@ leadership is lost (machinery.md 4.4). The rules here:
 - Expiry is judged on the local MONOTONIC clock from the moment this process last saw the Lease
   record change, never from the renewTime written in it, so clock offsets between nodes are
   harmless.
+- Any failure of one attempt (an error answer, a dropped connection, a timeout) only fails that
+  attempt; the loops keep trying until their deadlines.
 - Every write is a PUT of the object last read, carrying its resourceVersion: if two candidates
   race, the apiserver lets exactly one win (409 for the other).
 - Candidates retry every retryPeriod x (1 + random x 1.2).
@@ -30,7 +32,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
+from jobset_controller.runtime.client import KubeClient, NotFound
 
 log = structlog.get_logger("leaderelection")
 
@@ -168,7 +170,7 @@ class LeaderElector:
             try:
                 self._observe(await self._put(lease))
                 return True
-            except (ApiError, OSError, TimeoutError) as error:
+            except Exception as error:  # any failure only fails this attempt
                 self._slowpath.labels(cfg.name).inc()
                 log.info("lease fast-path renew failed", lease=cfg.name, error=str(error))
         try:
@@ -177,7 +179,7 @@ class LeaderElector:
             )
         except NotFound:
             return await self._create(now)
-        except (ApiError, OSError, TimeoutError) as error:
+        except Exception as error:  # any failure only fails this attempt
             log.warning("reading lease failed", lease=cfg.name, error=str(error))
             return False
         if _record(current) != self._observed_record:
@@ -200,7 +202,7 @@ class LeaderElector:
             changes["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         try:
             self._observe(await self._put(_with_spec(current, **changes)))
-        except (ApiError, OSError, TimeoutError) as error:
+        except Exception as error:  # any failure only fails this attempt
             log.info("lease update failed", lease=cfg.name, error=str(error))
             return False
         return True
@@ -225,7 +227,7 @@ class LeaderElector:
                     )
                 )
                 log.info("released leader lease", lease=self.config.name)
-        except (ApiError, OSError, TimeoutError) as error:
+        except Exception as error:  # any failure only fails this attempt
             log.warning("releasing lease failed", lease=self.config.name, error=str(error))
         finally:
             self._set_leader(False)
@@ -266,7 +268,7 @@ class LeaderElector:
                 body=lease,
                 request_timeout=self._request_timeout,
             )
-        except (ApiError, OSError, TimeoutError) as error:
+        except Exception as error:  # any failure only fails this attempt
             log.info("creating lease failed", lease=cfg.name, error=str(error))
             return False
         self._observe(created)

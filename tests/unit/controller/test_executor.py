@@ -82,14 +82,23 @@ async def test_writes_happen_in_the_fixed_order(parts: Any) -> None:
     plan = Plan(
         jobs_to_delete=(JobDelete(name="old", uid="u-old"),),
         jobs_to_create=(job("new"),),
+        service_to_create={"metadata": {"name": "js"}},
+        pvcs_to_create=({"metadata": {"name": "data-js"}},),
         jobs_to_patch=(JobPatch(name="p", uid="u-p", resource_version="3", patch={"spec": {}}),),
         status=STATUS,
         completed=True,
         events=(Event(type="Normal", reason="AllJobsCompleted", note="done", after_status=True),),
     )
     await executor.execute(JOBSET, plan)
-    verbs = [verb for verb, _ in client.calls]
-    assert verbs == ["delete", "create", "patch", "replace"]
+    targets = [(verb, path.rsplit("/", 2)[-2]) for verb, path in client.calls]
+    assert targets == [
+        ("delete", "jobs"),
+        ("create", "services"),  # the Service and the claims before the Jobs that need them
+        ("create", "persistentvolumeclaims"),
+        ("create", "jobs"),
+        ("patch", "jobs"),
+        ("replace", "js"),  # .../jobsets/js/status, last
+    ]
     assert recorder.events == [("Normal", "AllJobsCompleted", "done")]
 
 

@@ -239,3 +239,16 @@ def test_volume_claim_templates_become_volumes_of_mounting_pods(
     assert [v["name"] for v in volumes] == expected_volumes
     for volume in volumes:
         assert volume["persistentVolumeClaim"] == {"claimName": f"{volume['name']}-trainer"}
+
+
+def test_exclusive_keys_come_from_one_level_only(kit: Kit) -> None:
+    # The replicatedJob asks for the affinity strategy on racks; the JobSet-level node-selector
+    # flag belongs to the JobSet-level topology and must not switch the strategy.
+    builder = kit.jobset().replicated_job("w", job_annotations={EXCLUSIVE_KEY: "rack"})
+    builder.annotations(**{EXCLUSIVE_KEY: "zone", NODE_SELECTOR_STRATEGY_KEY: "true"})
+    job = only_job(kit, builder)
+    assert job["metadata"]["annotations"][EXCLUSIVE_KEY] == "rack"
+    assert NODE_SELECTOR_STRATEGY_KEY not in job["metadata"]["annotations"]
+    pod_spec = job["spec"]["template"]["spec"]
+    assert NAMESPACED_JOB_KEY not in (pod_spec.get("nodeSelector") or {})
+    assert "affinity" in pod_spec

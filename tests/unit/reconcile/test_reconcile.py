@@ -137,9 +137,26 @@ def test_invalid_jobset_fails_with_validation_failed(kit: Kit) -> None:
 
 
 def test_invalid_jobset_settles_after_failing(kit: Kit) -> None:
-    snapshot, plan = kit.settle(kit.snapshot(invalid(kit), kit.job("workers", 0)))
+    snapshot, plan = kit.settle(kit.snapshot(invalid(kit)))
     assert plan.is_empty()
-    assert snapshot.jobs == (), "its active Job was deleted once it had failed"
+    assert snapshot.jobs == ()
+    assert conditions_of(snapshot)["Failed"]["reason"] == VALIDATION_FAILED_REASON
+
+
+def test_create_checks_are_not_repeated_once_the_jobset_runs(kit: Kit) -> None:
+    # Like upstream's update webhook: a JobSet that already has Jobs (it was admitted and ran)
+    # is not failed by create-time checks after a legal update, e.g. a new coordinator whose
+    # pod index the create checks would refuse.
+    builder = kit.jobset().replicated_job("workers", replicas=1)
+    builder.coordinator("workers", job_index=0, pod_index=5)
+    plan = kit.reconcile(builder, kit.job("workers", 0))
+    assert "Failed" not in conditions(plan)
+    assert not plan.failed
+
+
+def conditions_of(snapshot: Any) -> dict[str, dict[str, Any]]:
+    status = snapshot.jobset.status
+    return {c.type: c.to_dict() for c in (status.conditions if status else ())}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,81 @@
+"""Leader election survives transient failures: one bad request is one failed attempt."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import pytest
+
+from jobset_controller.runtime.leaderelection import (
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+)
+
+
+class FlakyLeaseClient:
+    """An in-memory Lease behind the client calls the elector makes; can drop connections."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        self.failures_left = 0
+        self.always_fail = False
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if self.always_fail or self.failures_left > 0:
+            self.failures_left -= 1
+            raise aiohttp.ServerDisconnectedError()
+        if method == "GET":
+            if self.lease is None:
+                from jobset_controller.runtime.client import NotFound
+
+                raise NotFound(404, {})
+            return dict(self.lease)
+        self.version += 1
+        body = dict(kwargs["body"])
+        body["metadata"] = {**body.get("metadata", {}), "resourceVersion": str(self.version)}
+        self.lease = body
+        return dict(body)
+
+
+def elector(client: FlakyLeaseClient) -> LeaderElector:
+    config = LeaderElectionConfig(
+        namespace="ns", identity="me", lease_duration=1.5, renew_deadline=1.0, retry_period=0.2
+    )
+    return LeaderElector(client, config)  # type: ignore[arg-type]
+
+
+async def test_a_dropped_connection_during_renewal_is_retried_not_fatal() -> None:
+    client = FlakyLeaseClient()
+    leader = elector(client)
+    await leader.acquire()
+    renewing = asyncio.create_task(leader.renew_until_lost())
+    await asyncio.sleep(0.3)
+    client.failures_left = 2  # the fast path and the next GET fail, then it recovers
+    await asyncio.sleep(0.8)
+    assert not renewing.done()
+    assert leader.is_leader
+    renewing.cancel()
+
+
+async def test_renewal_failing_past_the_deadline_is_lost_leadership() -> None:
+    client = FlakyLeaseClient()
+    leader = elector(client)
+    await leader.acquire()
+    client.always_fail = True
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(leader.renew_until_lost(), 3.0)
+    assert not leader.is_leader
+
+
+async def test_a_dropped_connection_while_standing_by_is_retried() -> None:
+    client = FlakyLeaseClient()
+    client.failures_left = 3
+    candidate = elector(client)
+    await asyncio.wait_for(candidate.acquire(), 5.0)
+    assert candidate.is_leader
+    assert client.lease is not None
+    assert client.lease["spec"]["holderIdentity"] == "me"
