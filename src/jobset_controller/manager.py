@@ -148,6 +148,7 @@ class Manager:
         )
         self.lag = lag = LoopLagMonitor(registry=self.registry)
         background: list[asyncio.Task[Any]] = []
+        lease_client: KubeClient | None = None
 
         def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
             task = asyncio.create_task(coro, name=name)
@@ -172,8 +173,18 @@ class Manager:
             renew: asyncio.Task[None] | None = None
             if opts.leader_elect:
                 le = opts.config.leader_election
+                # Its own client (own throttle and connections, like controller-runtime's
+                # leader-election client): a burst of 50-wide creates must not delay a renewal.
+                lease_client = await KubeClient.connect(
+                    kubeconfig=opts.kubeconfig,
+                    settings=ClientSettings(
+                        qps=20,
+                        burst=30,
+                        user_agent=f"jobset-controller/{__version__} leader-election",
+                    ),
+                )
                 self.elector = LeaderElector(
-                    client,
+                    lease_client,
                     LeaderElectionConfig(
                         namespace=leader_election_namespace(le.resource_namespace),
                         identity=self.identity,
@@ -235,6 +246,8 @@ class Manager:
             await self.health.stop()
             await self.metrics.stop()
             await client.close()
+            if lease_client is not None:
+                await lease_client.close()
 
     async def _caches_synced(self, informers: Any) -> None:
         for informer in informers:
