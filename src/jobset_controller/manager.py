@@ -195,6 +195,7 @@ class Manager:
                     ),
                     registry=self.registry,
                 )
+                self.health.add_liveness_check("leaderElection", self.elector.healthy)
                 if not await self._wait(self.elector.acquire(), None):
                     return 0  # asked to stop while standing by
                 renew = spawn(self.elector.renew_until_lost(), "lease-renew")

@@ -135,6 +135,13 @@ class LeaderElector:
         self.is_leader = leader
         self._status.labels(self.config.name).set(1 if leader else 0)
 
+    def healthy(self, tolerance: float = 20.0) -> bool:
+        """Liveness (client-go's healthz adaptor): a leader whose last successful renewal is older
+        than leaseDuration + `tolerance` has a stuck renew loop and should be restarted."""
+        if not self.is_leader:
+            return True
+        return self._monotonic() - self._observed_time <= self.config.lease_duration + tolerance
+
     async def acquire(self) -> None:
         """Return once this candidate holds the Lease."""
         log.info("attempting to acquire leader lease", lease=self.config.name)

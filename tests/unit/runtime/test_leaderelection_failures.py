@@ -79,3 +79,17 @@ async def test_a_dropped_connection_while_standing_by_is_retried() -> None:
     assert candidate.is_leader
     assert client.lease is not None
     assert client.lease["spec"]["holderIdentity"] == "me"
+
+
+async def test_a_leader_whose_renewals_stalled_is_unhealthy() -> None:
+    now = [100.0]
+    client = FlakyLeaseClient()
+    config = LeaderElectionConfig(namespace="ns", identity="me")
+    leader = LeaderElector(client, config, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    assert leader.healthy()  # standby: nothing to watch
+    await leader.acquire()
+    assert leader.healthy()
+    now[0] += config.lease_duration + 19
+    assert leader.healthy()
+    now[0] += 2  # no successful renewal for leaseDuration + 21 s
+    assert not leader.healthy()
