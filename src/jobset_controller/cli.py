@@ -162,6 +162,9 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as error:
         print(f"jobset-controller: {error}", file=sys.stderr)
         return 2
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        print(f"jobset-controller: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 2
     if args.workers < 1:
         print("jobset-controller: --workers: must be at least 1", file=sys.stderr)
         return 2

@@ -111,13 +111,17 @@ class Manager:
         """Run until stopped; returns the process exit code."""
         opts = self.options
         features = FeatureGates.from_mapping(opts.config.feature_gates)
-        client = await KubeClient.connect(
-            kubeconfig=opts.kubeconfig,
-            settings=ClientSettings(
-                qps=opts.qps, burst=opts.burst, user_agent=f"jobset-controller/{__version__}"
-            ),
-            registry=self.registry,
-        )
+        try:
+            client = await KubeClient.connect(
+                kubeconfig=opts.kubeconfig,
+                settings=ClientSettings(
+                    qps=opts.qps, burst=opts.burst, user_agent=f"jobset-controller/{__version__}"
+                ),
+                registry=self.registry,
+            )
+        except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
+            log.error("cannot load cluster credentials", error=str(problem))
+            return 1
         queue: WorkQueue[str] = WorkQueue(
             CONTROLLER_NAME,
             metrics=PrometheusWorkQueueMetricsProvider(registry=self.registry),

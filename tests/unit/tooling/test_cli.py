@@ -74,3 +74,11 @@ def test_bad_flags_are_one_line_naming_the_flag_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert expected in err
+
+
+def test_missing_kubeconfig_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope"
+    assert main(["run", f"--kubeconfig={missing}"]) == 2
+    assert capsys.readouterr().err == f"jobset-controller: --kubeconfig {missing}: no such file\n"
