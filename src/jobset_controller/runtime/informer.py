@@ -185,6 +185,7 @@ class Informer:
         read_timeout: float = 90.0,
         min_watch_timeout: int = 300,
         resync_period: float | None = None,
+        backoff_initial: float = _BACKOFF_INITIAL,
     ) -> None:
         self._client = client
         self.resource = resource
@@ -197,6 +198,7 @@ class Informer:
         self._read_timeout = read_timeout
         self._min_watch_timeout = min_watch_timeout
         self._resync_period = resync_period
+        self._backoff_initial = backoff_initial
         self._synced = asyncio.Event()
         self.resource_version = ""
         self.stats = InformerStats()
@@ -210,7 +212,7 @@ class Informer:
     async def run(self) -> None:
         """List and watch until cancelled."""
         loop = asyncio.get_running_loop()
-        delay = _BACKOFF_INITIAL
+        delay = self._backoff_initial
         last_trouble = loop.time()
         # A synced informer that is run again resumes watching from its resourceVersion: the
         # cache is still valid, exactly as after a broken watch.
@@ -240,7 +242,7 @@ class Informer:
                     )
                 now = loop.time()
                 if now - last_trouble > _BACKOFF_RESET:
-                    delay = _BACKOFF_INITIAL
+                    delay = self._backoff_initial
                 last_trouble = now
                 wait = delay * (1 + random.random())
                 self.stats.backoff_delays.append(wait)

@@ -1,0 +1,116 @@
+"""The informer's list/watch loop against an in-memory stand-in for its client (machinery.md 1.9):
+which resourceVersion each request uses, when it relists, and when it backs off."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from jobset_controller.runtime.client import Gone
+from jobset_controller.runtime.informer import Informer, Resource
+
+CONFIGMAPS = Resource("", "v1", "configmaps")
+
+
+def cm(name: str, rv: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+
+class ScriptedClient:
+    """Answers lists and watches from scripts and records (verb, resourceVersion)."""
+
+    def __init__(self, lists: list[Any], watches: list[Any]) -> None:
+        self.lists, self.watches = lists, watches
+        self.calls: list[tuple[str, str]] = []
+        self.idle = asyncio.Event()
+
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        self.calls.append(("list", params["resourceVersion"]))
+        answer = self.lists.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+    async def watch(
+        self, path: str, *, params: dict[str, Any], read_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        self.calls.append(("watch", params["resourceVersion"]))
+        assert params["allowWatchBookmarks"] is True
+        assert 300 <= params["timeoutSeconds"] <= 600
+        if not self.watches:
+            self.idle.set()
+            await asyncio.Event().wait()  # no more script: hang like a quiet watch
+        script = self.watches.pop(0)
+        if isinstance(script, Exception):
+            raise script
+        for event in script:
+            yield event
+        await asyncio.sleep(1.1)  # a normal watch lasts; under 1 s without events is "very short"
+
+
+async def run_until_idle(client: ScriptedClient) -> Informer:
+    informer = Informer(client, CONFIGMAPS, backoff_initial=0.01)  # type: ignore[arg-type]
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(client.idle.wait(), 10)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return informer
+
+
+def listing(rv: str, *items: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": rv}, "items": list(items)}
+
+
+async def test_a_clean_end_of_stream_rewatches_from_the_last_version_without_relisting() -> None:
+    client = ScriptedClient(
+        lists=[listing("5", cm("a", "5"))],
+        watches=[[{"type": "MODIFIED", "object": cm("a", "6")}]],
+    )
+    informer = await run_until_idle(client)
+    assert client.calls == [("list", "0"), ("watch", "5"), ("watch", "6")]
+    assert informer.stats.errors == 0
+
+
+async def test_an_expired_watch_relists_at_the_last_version_after_a_backoff() -> None:
+    expired = {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}
+    client = ScriptedClient(
+        lists=[listing("5", cm("a", "5")), listing("9", cm("b", "9"))],
+        watches=[[expired]],
+    )
+    informer = await run_until_idle(client)
+    assert client.calls == [("list", "0"), ("watch", "5"), ("list", "5"), ("watch", "9")]
+    assert informer.stats.relists_after_expiry == 1
+    assert len(informer.stats.backoff_delays) == 1
+    assert [o["metadata"]["name"] for o in informer.store] == ["b"]
+
+
+async def test_a_relist_whose_version_is_gone_falls_back_to_a_consistent_read() -> None:
+    expired = {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}
+    client = ScriptedClient(
+        lists=[listing("5"), Gone(410, {"reason": "Expired"}), listing("12")],
+        watches=[[expired]],
+    )
+    await run_until_idle(client)
+    assert client.calls == [
+        ("list", "0"),
+        ("watch", "5"),
+        ("list", "5"),
+        ("list", ""),
+        ("watch", "12"),
+    ]
+
+
+async def test_a_failing_watch_backs_off_and_resumes_without_relisting() -> None:
+    client = ScriptedClient(
+        lists=[listing("5")],
+        watches=[ConnectionResetError("reset"), ConnectionResetError("reset")],
+    )
+    informer = await run_until_idle(client)
+    assert client.calls == [("list", "0"), ("watch", "5"), ("watch", "5"), ("watch", "5")]
+    assert informer.stats.errors == 2
+    first, second = informer.stats.backoff_delays
+    assert 0.01 <= first < 0.02
+    assert 0.02 <= second < 0.04  # doubling, each drawn from [d, 2d)
