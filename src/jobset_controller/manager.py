@@ -39,7 +39,7 @@ from jobset_controller.api import FeatureGates
 from jobset_controller.config import Configuration
 from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
-from jobset_controller.runtime.client import ClientSettings, KubeClient
+from jobset_controller.runtime.client import ClientSettings, KubeClient, NotFound
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
 from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
 from jobset_controller.runtime.leaderelection import (
@@ -51,12 +51,14 @@ from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.metrics_workqueue import PrometheusWorkQueueMetricsProvider
 from jobset_controller.runtime.workers import Workers
 from jobset_controller.runtime.workqueue import WorkQueue
+from jobset_controller.webhook.server import WebhookServer
 
 log = structlog.get_logger("manager")
 
 CONTROLLER_NAME = "jobset"
 # Bounds of a graceful shutdown, together under Kubernetes' default 30 s grace period.
 _EVENT_FLUSH_TIMEOUT = 5.0
+_DEFAULT_WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's
 _SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -103,6 +105,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.controller: JobSetController | None = None
         self.lag: LoopLagMonitor | None = None
+        self.webhook_port: int | None = None
 
     def request_stop(self) -> None:
         self.stop_requested.set()
@@ -140,6 +143,7 @@ class Manager:
             features=features,
         )
         informers = self.controller.informers
+        webhook = self._webhook_server(client, features)
         self.health.add_liveness_check("ping", lambda: True)
         self.health.add_readiness_check("informers", lambda: all(i.has_synced() for i in informers))
         workers = Workers(
@@ -162,6 +166,9 @@ class Manager:
         try:
             await self.metrics.start()
             await self.health.start()
+            if webhook is not None:
+                await webhook.start()
+                self.webhook_port = webhook.port
             spawn(lag.run(), "loop-lag")
             spawn(recorder.run(), "events")
             for informer in informers:
@@ -248,11 +255,42 @@ class Manager:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            if webhook is not None:
+                await webhook.stop()
             await self.health.stop()
             await self.metrics.stop()
             await client.close()
             if lease_client is not None:
                 await lease_client.close()
+
+    def _webhook_server(self, client: KubeClient, features: FeatureGates) -> WebhookServer | None:
+        """The admission webhook server, when serving certificates are present in certDir.
+
+        Certificates come from cert-manager or a mounted Secret (tls.crt, tls.key); internal
+        certificate management is not implemented yet, so without them no webhook is served
+        and the controller's in-memory defaulting and validation stand in (docs/reconcile.md).
+        """
+        cfg = self.options.config.webhook
+        cert_dir = Path(cfg.cert_dir or _DEFAULT_WEBHOOK_CERT_DIR)
+        if not (cert_dir / "tls.crt").is_file() or not (cert_dir / "tls.key").is_file():
+            log.info("admission webhooks not served: no tls.crt/tls.key", cert_dir=str(cert_dir))
+            return None
+
+        async def lookup_claim(namespace: str, name: str) -> dict[str, Any] | None:
+            try:
+                return await client.get(
+                    f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
+                )
+            except NotFound:
+                return None
+
+        return WebhookServer(
+            lookup_claim=lookup_claim,
+            features=features,
+            cert_dir=cert_dir,
+            host=cfg.host,
+            port=cfg.port,
+        )
 
     async def _caches_synced(self, informers: Any) -> None:
         for informer in informers:

@@ -1,0 +1,218 @@
+"""The JobSet admission webhooks, called by a real kube-apiserver over TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobset_controller.api import FeatureGates
+from jobset_controller.config import Configuration
+from jobset_controller.envtest import ControlPlane
+from jobset_controller.manager import Manager, ManagerOptions
+from jobset_controller.runtime.client import Invalid, KubeClient, NotFound
+from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
+
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+def registration(
+    name: str, webhook: str, url: str, ca: bytes, namespace: str, ops: list[str]
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": webhook,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
+                # Only this test's namespace: the session apiserver is shared with other tests.
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "rules": [
+                    {
+                        "apiGroups": ["jobset.x-k8s.io"],
+                        "apiVersions": ["v1alpha2"],
+                        "operations": ops,
+                        "resources": ["jobsets"],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+@pytest.fixture
+async def webhooks(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> AsyncIterator[None]:
+    pair = control_plane.ca.issue(
+        f"webhook-{namespace}", common_name="webhook", dns_names=("localhost",),
+        ip_addresses=("127.0.0.1",), server=True,
+    )  # fmt: skip
+    (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
+
+    async def lookup(ns: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+        except NotFound:
+            return None
+
+    server = WebhookServer(
+        lookup_claim=lookup, features=FeatureGates(), cert_dir=tmp_path, host="127.0.0.1", port=0
+    )
+    await server.start()
+    base = f"https://127.0.0.1:{server.port}"
+    ca = control_plane.ca.cert_pem
+    names = (f"m-{namespace}", f"v-{namespace}")
+    await kube.create(
+        MUTATING,
+        registration(names[0], "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]),
+    )
+    await kube.create(
+        VALIDATING,
+        registration(
+            names[1], "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE", "UPDATE"]
+        ),
+    )
+    try:
+        yield
+    finally:
+        await kube.request("DELETE", f"{MUTATING}/{names[0]}")
+        await kube.request("DELETE", f"{VALIDATING}/{names[1]}")
+        await server.stop()
+
+
+def jobset(name: str = "js", **spec: Any) -> dict[str, Any]:
+    pod = {"containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "workers", "template": {"spec": {"template": {"spec": pod}}}}
+            ],
+            **spec,
+        },
+    }
+
+
+def path(namespace: str, name: str = "") -> str:
+    base = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    return f"{base}/{name}" if name else base
+
+
+@pytest.mark.usefixtures("webhooks")
+async def test_the_mutating_webhook_applies_upstreams_defaults(
+    kube: KubeClient, namespace: str
+) -> None:
+    created = await kube.create(path(namespace), jobset())
+    spec = created["spec"]
+    assert spec["successPolicy"] == {"operator": "All"}
+    assert spec["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    assert job["completionMode"] == "Indexed"
+    assert job["template"]["spec"]["restartPolicy"] == "OnFailure"
+
+
+@pytest.mark.usefixtures("webhooks")
+async def test_the_validating_webhook_rejects_with_the_field_path_and_upstreams_message(
+    kube: KubeClient, namespace: str
+) -> None:
+    body = jobset()
+    body["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "workers", "status": "Ready"}]
+    with pytest.raises(Invalid) as info:
+        await kube.create(path(namespace), body)
+    message = info.value.message
+    assert 'admission webhook "vjobset.kb.io" denied the request' in message
+    assert "spec.replicatedJobs[0].dependsOn" in message
+    assert "DependsOn can't be set for the first ReplicatedJob" in message
+
+
+@pytest.mark.usefixtures("webhooks")
+async def test_updates_keep_replicated_jobs_immutable_except_while_suspended(
+    kube: KubeClient, namespace: str
+) -> None:
+    created = await kube.create(path(namespace), jobset(suspend=True))
+    spec = copy.deepcopy(created["spec"])
+    spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {
+        "pool": "b"
+    }
+    updated = await kube.merge_patch(path(namespace, "js"), {"spec": spec})
+    assert updated["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "nodeSelector"
+    ] == {"pool": "b"}
+    spec = copy.deepcopy(updated["spec"])
+    spec["replicatedJobs"][0]["replicas"] = 3
+    with pytest.raises(Invalid, match="field is immutable"):
+        await kube.merge_patch(path(namespace, "js"), {"spec": spec})
+
+
+@pytest.mark.usefixtures("webhooks")
+async def test_an_existing_claim_must_be_retained(kube: KubeClient, namespace: str) -> None:
+    claim_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    await kube.create(
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        {"metadata": {"name": "data-js"}, "spec": claim_spec},
+    )
+    body = jobset(
+        volumeClaimPolicies=[{"templates": [{"metadata": {"name": "data"}, "spec": claim_spec}]}]
+    )
+    pod = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    with pytest.raises(Invalid, match="retentionPolicy must be retain when PVC exists"):
+        await kube.create(path(namespace), body)
+
+
+async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    pair = control_plane.ca.issue(
+        f"manager-webhook-{namespace}", common_name="webhook", ip_addresses=("127.0.0.1",),
+        server=True,
+    )  # fmt: skip
+    (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
+    config = Configuration.model_validate(
+        {"webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path)}}
+    )
+    manager = Manager(
+        ManagerOptions(
+            config=config,
+            kubeconfig=str(control_plane.kubeconfig),
+            metrics_bind_address="0",
+            health_probe_bind_address="0",
+            leader_elect=False,
+        )
+    )
+    task = asyncio.create_task(manager.run())
+    try:
+        while manager.webhook_port is None:
+            assert not task.done(), "manager stopped early"
+            await asyncio.sleep(0.05)
+        name = f"m-{namespace}"
+        url = f"https://127.0.0.1:{manager.webhook_port}{MUTATE_PATH}"
+        await kube.create(
+            MUTATING,
+            registration(
+                name, "mjobset.kb.io", url, control_plane.ca.cert_pem, namespace, ["CREATE"]
+            ),
+        )
+        try:
+            created = await kube.create(path(namespace), jobset())
+            assert created["spec"]["successPolicy"] == {"operator": "All"}
+        finally:
+            await kube.request("DELETE", f"{MUTATING}/{name}")
+    finally:
+        manager.request_stop()
+        assert await asyncio.wait_for(task, 30) == 0

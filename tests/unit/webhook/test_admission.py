@@ -1,0 +1,91 @@
+"""AdmissionReview handling without a server: patches, denials, and what is let through."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from jobset_controller.api import FeatureGates
+from jobset_controller.webhook.admission import mutate, validate
+
+
+def review(operation: str, obj: Any, old: Any = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u-1", "operation": operation, "object": obj, "oldObject": old},
+    }
+
+
+def jobset(**spec: Any) -> dict[str, Any]:
+    pod = {"containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ns"},
+        "spec": {
+            "replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": pod}}}}],
+            **spec,
+        },
+    }
+
+
+def test_create_is_answered_with_one_patch_setting_the_defaulted_spec() -> None:
+    answer = mutate(review("CREATE", jobset()))["response"]
+    assert answer["uid"] == "u-1"
+    assert answer["allowed"] is True
+    assert answer["patchType"] == "JSONPatch"
+    [op] = orjson.loads(base64.b64decode(answer["patch"]))
+    assert (op["op"], op["path"]) == ("add", "/spec")
+    assert op["value"]["successPolicy"] == {"operator": "All"}
+    assert op["value"]["replicatedJobs"][0]["replicas"] == 1
+
+
+def test_updates_are_never_defaulted() -> None:
+    answer = mutate(review("UPDATE", jobset(), jobset()))["response"]
+    assert answer == {"uid": "u-1", "allowed": True}
+
+
+def test_an_already_defaulted_jobset_needs_no_patch() -> None:
+    first = mutate(review("CREATE", jobset()))["response"]
+    [op] = orjson.loads(base64.b64decode(first["patch"]))
+    defaulted = {**jobset(), "spec": op["value"]}
+    assert "patch" not in mutate(review("CREATE", defaulted))["response"]
+
+
+def test_a_request_that_is_not_a_jobset_is_denied_with_400() -> None:
+    answer = mutate(review("CREATE", {"kind": "Pod"}))["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 400
+
+
+def test_invalid_create_is_a_422_with_one_cause_per_error() -> None:
+    body = jobset(successPolicy={"operator": "All", "targetReplicatedJobs": ["nope"]})
+    body["spec"]["replicatedJobs"][0]["groupName"] = "Not_A_Label"
+    answer = validate(review("CREATE", body), features=FeatureGates())["response"]
+    status = answer["status"]
+    assert answer["allowed"] is False
+    assert (status["code"], status["reason"]) == (422, "Invalid")
+    assert status["message"].startswith('JobSet.jobset.x-k8s.io "js" is invalid: [')
+    fields = [cause["field"] for cause in status["details"]["causes"]]
+    assert fields == [
+        "spec.replicatedJobs[0].groupName",
+        "spec.successPolicy.targetReplicatedJobs[0]",
+    ]
+
+
+def test_valid_create_and_delete_are_allowed() -> None:
+    assert validate(review("CREATE", jobset()), features=FeatureGates())["response"]["allowed"]
+    assert validate(review("DELETE", None, jobset()), features=FeatureGates())["response"][
+        "allowed"
+    ]
+
+
+def test_update_changing_replicas_is_denied_as_immutable() -> None:
+    old, new = jobset(), jobset()
+    new["spec"]["replicatedJobs"][0]["replicas"] = 3
+    answer = validate(review("UPDATE", new, old), features=FeatureGates())["response"]
+    assert answer["allowed"] is False
+    assert "field is immutable" in answer["status"]["message"]
