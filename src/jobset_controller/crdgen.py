@@ -517,9 +517,8 @@ def build_crd(batch_v1: Mapping[str, Any], core_v1: Mapping[str, Any]) -> dict[s
     pvc = StructuralConverter(core_v1["components"]["schemas"]).convert_ref(
         "io.k8s.api.core.v1.PersistentVolumeClaim"
     )
-    # A template is not a whole object: apiVersion/kind/status do not belong in it.
-    for key in ("apiVersion", "kind", "status"):
-        pvc["properties"].pop(key, None)
+    # The templates are whole core/v1 PersistentVolumeClaims, as upstream's Go type declares them
+    # (apiVersion/kind included), so manifests that spell them out are neither pruned nor refused.
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -569,6 +568,7 @@ def build_crd(batch_v1: Mapping[str, Any], core_v1: Mapping[str, Any]) -> dict[s
                         {
                             "name": "Age",
                             "type": "date",
+                            "description": "Time this JobSet was created",
                             "jsonPath": ".metadata.creationTimestamp",
                         },
                     ],

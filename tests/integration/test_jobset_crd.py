@@ -261,3 +261,21 @@ def test_regenerating_the_crd_from_the_apiserver_is_a_no_op(control_plane: Contr
     batch_v1, core_v1 = fetch_openapi(control_plane)
     committed = (ROOT / "manifests" / "crd" / "bases" / CRD_FILE).read_text()
     assert render(build_crd(batch_v1, core_v1)) == committed
+
+
+def test_volume_claim_templates_are_whole_claims_with_api_version_and_kind(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    template = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    js = minimal_jobset(volumeClaimPolicies=[{"templates": [template]}])
+    status, body = control_plane.request(
+        "POST", JOBSETS.format(ns=namespace) + "?fieldValidation=Strict", js
+    )
+    assert status == 201, body.get("message")
+    stored = body["spec"]["volumeClaimPolicies"][0]["templates"][0]
+    assert (stored["apiVersion"], stored["kind"]) == ("v1", "PersistentVolumeClaim")

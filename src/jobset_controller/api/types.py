@@ -26,13 +26,16 @@ Rules the models follow:
   rewrites (``nodeSelector``, ``tolerations``, ``schedulingGates``), which user manifests often
   leave null.
 
+* Integers and booleans are strict: ``replicas: "3"`` or ``suspend: "yes"`` is an error, as it is
+  for the API server's schema, instead of being converted (which would also break losslessness).
+
 Mutating an unset default in place (``js.spec.replicated_jobs.append(...)`` on a JobSet without
 replicatedJobs) does not mark it set, so the change is not dumped; assign the field instead.
 """
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from pydantic.alias_generators import to_camel
 
 from jobset_controller.api.constants import (
@@ -75,7 +78,7 @@ class ObjectMeta(WireModel):
     namespace: str | None = None
     uid: str | None = None
     resource_version: str | None = None
-    generation: int | None = None
+    generation: StrictInt | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -114,7 +117,7 @@ class Toleration(WireModel):
     operator: str | None = None
     value: str | None = None
     effect: str | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: StrictInt | None = None
 
 
 class SchedulingGate(WireModel):
@@ -131,7 +134,7 @@ class PodSpec(WireModel):
     scheduling_gates: list[SchedulingGate] | None = None
     subdomain: str | None = None
     restart_policy: str | None = None
-    priority: int | None = None
+    priority: StrictInt | None = None
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
     volumes: list[Volume] = Field(default_factory=list)
@@ -147,12 +150,12 @@ class PodTemplateSpec(WireModel):
 class JobSpec(WireModel):
     """batch/v1 JobSpec: the fields JobSet defaults, validates or overrides."""
 
-    parallelism: int | None = None
-    completions: int | None = None
+    parallelism: StrictInt | None = None
+    completions: StrictInt | None = None
     completion_mode: str | None = None
-    backoff_limit: int | None = None
+    backoff_limit: StrictInt | None = None
     pod_replacement_policy: str | None = None
-    suspend: bool | None = None
+    suspend: StrictBool | None = None
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
 
 
@@ -190,16 +193,16 @@ class ReplicatedJob(WireModel):
     name: str
     group_name: str = "default"
     template: JobTemplateSpec
-    replicas: int = Field(default=1, ge=0)
+    replicas: StrictInt = Field(default=1, ge=0)
     depends_on: list[DependsOn] | None = Field(default=None, max_length=5)
 
 
 class Network(WireModel):
     """DNS for the JobSet's pods through a headless Service named after the subdomain."""
 
-    enable_dns_hostnames: bool | None = Field(default=None, alias="enableDNSHostnames")
+    enable_dns_hostnames: StrictBool | None = Field(default=None, alias="enableDNSHostnames")
     subdomain: str = ""
-    publish_not_ready_addresses: bool | None = None
+    publish_not_ready_addresses: StrictBool | None = None
 
 
 class SuccessPolicy(WireModel):
@@ -222,7 +225,7 @@ class FailurePolicyRule(WireModel):
 class FailurePolicy(WireModel):
     """What to do when child Jobs fail; absent means any failed Job fails the JobSet."""
 
-    max_restarts: int = 0
+    max_restarts: StrictInt = 0
     restart_strategy: RestartStrategy = RestartStrategy.RECREATE
     rules: list[FailurePolicyRule] = Field(default_factory=list)
 
@@ -237,8 +240,8 @@ class Coordinator(WireModel):
     """The pod whose stable DNS name is published to every Job and Pod as the coordinator."""
 
     replicated_job: str
-    job_index: int = 0
-    pod_index: int = 0
+    job_index: StrictInt = 0
+    pod_index: StrictInt = 0
 
 
 class RetentionPolicy(WireModel):
@@ -262,10 +265,10 @@ class JobSetSpec(WireModel):
     success_policy: SuccessPolicy | None = None
     failure_policy: FailurePolicy | None = None
     startup_policy: StartupPolicy | None = None
-    suspend: bool | None = None
+    suspend: StrictBool | None = None
     coordinator: Coordinator | None = None
     managed_by: str | None = None
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    ttl_seconds_after_finished: StrictInt | None = Field(default=None, ge=0)
     volume_claim_policies: list[VolumeClaimPolicy] = Field(default_factory=list, max_length=50)
 
 
@@ -277,7 +280,7 @@ class Condition(WireModel):
 
     type: str
     status: ConditionStatus
-    observed_generation: int | None = None
+    observed_generation: StrictInt | None = None
     last_transition_time: str
     reason: str
     message: str
@@ -287,25 +290,25 @@ class ReplicatedJobStatus(WireModel):
     """Counts of the current attempt's child Jobs of one replicatedJob (spec 1.3)."""
 
     name: str
-    ready: int
+    ready: StrictInt
     succeeded: int
-    failed: int
+    failed: StrictInt
     active: int
-    suspended: int
-    job_restarts: list[int] = Field(default_factory=list, max_length=1024)
-    job_restarts_count_towards_max: list[int] = Field(default_factory=list, max_length=1024)
+    suspended: StrictInt
+    job_restarts: list[StrictInt] = Field(default_factory=list, max_length=1024)
+    job_restarts_count_towards_max: list[StrictInt] = Field(default_factory=list, max_length=1024)
 
 
 class JobSetStatus(WireModel):
     """The observed state of a JobSet (spec 1.3)."""
 
     conditions: list[Condition] = Field(default_factory=list)
-    restarts: int = 0
-    restarts_count_towards_max: int = 0
+    restarts: StrictInt = 0
+    restarts_count_towards_max: StrictInt = 0
     terminal_state: str = ""
     replicated_jobs_status: list[ReplicatedJobStatus] = Field(default_factory=list)
-    previous_in_place_restart_attempt: int | None = Field(default=None, ge=0)
-    current_in_place_restart_attempt: int | None = Field(default=None, ge=0)
+    previous_in_place_restart_attempt: StrictInt | None = Field(default=None, ge=0)
+    current_in_place_restart_attempt: StrictInt | None = Field(default=None, ge=0)
 
 
 class JobSet(WireModel):

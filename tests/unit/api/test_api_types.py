@@ -419,3 +419,41 @@ def test_random_unknown_keys_at_random_depths_round_trip(
     for path, key, value in insertions:
         _at(d, path)[key] = value
     assert JobSet.model_validate(d).to_dict() == d
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("spec", "suspend"), "yes"),
+        (("spec", "suspend"), 1),
+        (("spec", "ttlSecondsAfterFinished"), "60"),
+        (("spec", "replicatedJobs", 0, "replicas"), "3"),
+        (("spec", "replicatedJobs", 0, "replicas"), True),
+        (("spec", "replicatedJobs", 0, "template", "spec", "parallelism"), "2"),
+    ],
+    ids=[
+        "bool-from-string",
+        "bool-from-int",
+        "int-from-string",
+        "replicas-string",
+        "replicas-bool",
+        "parallelism-string",
+    ],
+)
+def test_scalars_of_the_wrong_type_are_rejected_not_converted(
+    path: tuple[Any, ...], value: Any
+) -> None:
+    wire: dict[str, Any] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": {}}}}}]
+        },
+    }
+    target: Any = wire
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ValidationError):
+        JobSet.model_validate(wire)
