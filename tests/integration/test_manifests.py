@@ -82,3 +82,33 @@ def test_helm_chart_renders_and_the_apiserver_accepts_it(
         input_text=rendered,
     )
     assert "deployment.apps/jobset-controller serverside-applied (server dry run)" in output
+
+
+def test_webhook_overlay_wires_service_configurations_and_certificate(
+    control_plane: ControlPlane,
+) -> None:
+    rendered = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "with-webhooks"))
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered) if d}
+    service = docs[("Service", "jobset-webhook-service")]
+    assert service["spec"]["ports"] == [{"port": 443, "targetPort": 9443}]
+    mutating = docs[("MutatingWebhookConfiguration", "jobset-mutating-webhook-configuration")]
+    [hook] = mutating["webhooks"]
+    assert hook["name"] == "mjobset.kb.io"
+    assert hook["clientConfig"]["service"] == {
+        "name": "jobset-webhook-service",
+        "namespace": "jobset-system",
+        "path": "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+    }
+    validating = docs[("ValidatingWebhookConfiguration", "jobset-validating-webhook-configuration")]
+    assert validating["webhooks"][0]["clientConfig"]["service"]["path"] == (
+        "/validate-jobset-x-k8s-io-v1alpha2-jobset"
+    )
+    certificate = docs[("Certificate", "jobset-serving-cert")]
+    assert certificate["spec"]["secretName"] == "jobset-webhook-server-cert"
+    deployment = docs[("Deployment", "jobset-controller-manager")]
+    pod = deployment["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["webhook-cert"] == "/tmp/k8s-webhook-server/serving-certs"
+    assert {"name": "webhook-cert", "secret": {"secretName": "jobset-webhook-server-cert"}} in pod[
+        "volumes"
+    ]
