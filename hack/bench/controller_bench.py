@@ -79,11 +79,10 @@ async def run_once(plane: ControlPlane, count: int, workers: int) -> dict[str, f
         )
     )
     task = asyncio.create_task(manager.run())
-    while manager.controller is None or not all(  # noqa: ASYNC110 - polling the manager
-        i.has_synced() for i in manager.controller.informers
-    ):
+    while not manager.caches_synced():  # noqa: ASYNC110 - polling the manager
         await asyncio.sleep(0.05)
     controller = manager.controller
+    assert controller is not None
     assert manager.lag is not None
     manager.lag.reset_max()
     base = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"

@@ -107,6 +107,12 @@ class Manager:
         self.lag: LoopLagMonitor | None = None
         self.webhook_port: int | None = None
 
+    def caches_synced(self) -> bool:
+        """Every informer has listed (what /readyz reports; False before `run` built them)."""
+        return self.controller is not None and all(
+            informer.has_synced() for informer in self.controller.informers
+        )
+
     def request_stop(self) -> None:
         self.stop_requested.set()
 
@@ -145,7 +151,7 @@ class Manager:
         informers = self.controller.informers
         webhook = self._webhook_server(client, features)
         self.health.add_liveness_check("ping", lambda: True)
-        self.health.add_readiness_check("informers", lambda: all(i.has_synced() for i in informers))
+        self.health.add_readiness_check("informers", self.caches_synced)
         workers = Workers(
             CONTROLLER_NAME,
             queue,
@@ -173,7 +179,7 @@ class Manager:
             spawn(recorder.run(), "events")
             for informer in informers:
                 spawn(informer.run(), f"informer-{informer.resource.plural}")
-            if not await self._wait(self._caches_synced(informers), opts.cache_sync_timeout):
+            if not await self._wait(self._wait_for_caches(informers), opts.cache_sync_timeout):
                 if self.stop_requested.is_set():
                     return 0  # asked to stop while warming up
                 log.error("caches did not sync", timeout=opts.cache_sync_timeout)
@@ -292,7 +298,7 @@ class Manager:
             port=cfg.port,
         )
 
-    async def _caches_synced(self, informers: Any) -> None:
+    async def _wait_for_caches(self, informers: Any) -> None:
         for informer in informers:
             await informer.wait_synced()
 

@@ -68,9 +68,7 @@ async def controller(control_plane: ControlPlane) -> AsyncIterator[Manager]:
     )
     manager = Manager(options)
     task = asyncio.create_task(manager.run())
-    while manager.controller is None or not all(
-        i.has_synced() for i in manager.controller.informers
-    ):
+    while not manager.caches_synced():
         if task.done():
             task.result()
             raise AssertionError("manager stopped before its caches synced")

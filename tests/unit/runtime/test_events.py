@@ -67,16 +67,6 @@ def writer() -> RecordingWriter:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
-
-@pytest.fixture
 def recorder(
     writer: RecordingWriter, clock: FakeClock, registry: CollectorRegistry
 ) -> EventRecorder:

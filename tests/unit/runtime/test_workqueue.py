@@ -13,11 +13,6 @@ from jobset_controller.runtime.workqueue import QueueShutDown, WorkQueue
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 async def queue(clock: FakeClock) -> AsyncIterator[WorkQueue[str]]:
     work_queue: WorkQueue[str] = WorkQueue("test", clock=clock)
     yield work_queue

@@ -18,16 +18,6 @@ LABELS = {"name": NAME, "controller": NAME}
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
-
-@pytest.fixture
 async def queue(clock: FakeClock, registry: CollectorRegistry) -> AsyncIterator[WorkQueue[str]]:
     provider = PrometheusWorkQueueMetricsProvider(registry=registry)
     work_queue: WorkQueue[str] = WorkQueue(NAME, clock=clock, metrics=provider)
