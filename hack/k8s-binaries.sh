@@ -71,24 +71,23 @@ log "building ${missing[*]} into $bin_dir (first build takes several minutes; la
 
 has() { local x; for x in "${missing[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 
+# A throwaway module in $1 named $2 whose tools.go imports the packages $3..., so `go mod tidy`
+# resolves exactly what the build needs.
+throwaway_module() {
+  local d="$1" name="$2" pkg
+  shift 2
+  mkdir -p "$d"
+  printf 'module jobset-controller.local/%s\n\ngo 1.24\n' "$name" >"$d/go.mod"
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for pkg in "$@"; do printf '\t_ "%s"\n' "$pkg"; done
+    printf ')\n'
+  } >"$d/tools.go"
+}
+
 build_etcd() {
   local d="$work_dir/etcd"
-  mkdir -p "$d"
-  cat >"$d/go.mod" <<MOD
-module jobset-controller.local/etcdbuild
-
-go 1.24
-MOD
-  cat >"$d/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "go.etcd.io/etcd/etcdctl/v3"
-	_ "go.etcd.io/etcd/server/v3"
-)
-GO
+  throwaway_module "$d" etcdbuild go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/server/v3
   (cd "$d" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION" >&2 \
      && go mod tidy >&2 \
      && go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3 \
@@ -145,19 +144,7 @@ build_kube() {
 
 build_kwok() {
   local d="$work_dir/kwok"
-  mkdir -p "$d"
-  cat >"$d/go.mod" <<MOD
-module jobset-controller.local/kwokbuild
-
-go 1.24
-MOD
-  cat >"$d/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import _ "sigs.k8s.io/kwok/cmd/kwok"
-GO
+  throwaway_module "$d" kwokbuild sigs.k8s.io/kwok/cmd/kwok
   (cd "$d" && go get "sigs.k8s.io/kwok@$KWOK_VERSION" >&2 && go mod tidy >&2 \
      && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
           -o "$bin_dir/kwok" sigs.k8s.io/kwok/cmd/kwok)

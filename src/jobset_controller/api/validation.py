@@ -269,15 +269,7 @@ def _check_generated_names(path: str, rjob: ReplicatedJob, name: str) -> list[Fi
     the names derived from them.
     """
     longest_job = job_name(name, rjob.name, rjob.replicas - 1)
-    errors = [
-        FieldError(
-            f"{path}.name",
-            "Invalid",
-            JOB_NAME_TOO_LONG if _DNS1035_TOO_LONG in message else message,
-            longest_job,
-        )
-        for message in is_dns1035_label(longest_job)
-    ]
+    errors = _generated_name_errors(f"{path}.name", longest_job, JOB_NAME_TOO_LONG)
     job_spec = rjob.template.spec
     if effective_completion_mode(job_spec) != INDEXED_COMPLETION or job_spec.completions is None:
         return errors
@@ -285,16 +277,17 @@ def _check_generated_names(path: str, rjob: ReplicatedJob, name: str) -> list[Fi
         pod_hostname(name, rjob.name, rjob.replicas - 1, job_spec.completions - 1)
         + f"-{RANDOM_SUFFIX_PLACEHOLDER}"
     )
-    errors += [
+    return errors + _generated_name_errors(f"{path}.name", longest_pod, POD_NAME_TOO_LONG)
+
+
+def _generated_name_errors(path: str, generated: str, too_long: str) -> list[FieldError]:
+    """DNS-1035 errors of a generated name, the length error replaced by upstream's message."""
+    return [
         FieldError(
-            f"{path}.name",
-            "Invalid",
-            POD_NAME_TOO_LONG if _DNS1035_TOO_LONG in message else message,
-            longest_pod,
+            path, "Invalid", too_long if _DNS1035_TOO_LONG in message else message, generated
         )
-        for message in is_dns1035_label(longest_pod)
+        for message in is_dns1035_label(generated)
     ]
-    return errors
 
 
 def _check_depends_on(path: str, rjob: ReplicatedJob, seen: set[str]) -> list[FieldError]:
