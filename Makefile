@@ -11,4 +11,4 @@ binaries:  ## build (once) and cache the Kubernetes binaries
 	hack/k8s-binaries.sh
 
 crd:  ## regenerate manifests/crd/bases from a real kube-apiserver's OpenAPI
-	.venv/bin/python -m jobset_controller.crdgen
+	.venv/bin/python -m jobset_controller_dev.crdgen

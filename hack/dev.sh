@@ -12,4 +12,4 @@ if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet -e '.[test]'
   touch "$stamp"
 fi
-exec .venv/bin/python -m jobset_controller.devloop "$@"
+exec .venv/bin/python -m jobset_controller_dev.devloop "$@"

@@ -4,7 +4,8 @@
 #   1. a virtualenv in .venv with the project and its test extras (pip's cache makes reruns fast);
 #   2. the Kubernetes binaries, built once from their Go modules and cached outside the repo
 #      (hack/k8s-binaries.sh);
-#   3. ruff (lint + format check), mypy (strict), pytest (unit + integration).
+#   3. ruff (lint + format check), mypy (strict), the import contracts (lint-imports, from
+#      pyproject.toml), pytest (unit + integration + e2e).
 # Extra arguments go to pytest, e.g. `hack/test.sh -m "not integration"` or `-k crd`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,9 @@ step "ruff"
 
 step "mypy"
 "$venv/bin/mypy"
+
+step "import contracts"
+"$venv/bin/lint-imports" --no-cache
 
 step "pytest"
 "$venv/bin/pytest" "$@"

@@ -17,10 +17,10 @@ import time
 from typing import Any
 
 from jobset_controller.config import Configuration
-from jobset_controller.envtest import ControlPlane
-from jobset_controller.envtest.kubesim import KubeSim
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
+from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.kubesim import KubeSim
 
 
 def jobset(name: str) -> dict[str, Any]:

@@ -19,10 +19,10 @@ import tracemalloc
 from typing import Any
 
 from jobset_controller.controller.informers import JOBS, trim_job
-from jobset_controller.envtest import ControlPlane
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.informer import Informer, strip_managed_fields
 from jobset_controller.runtime.looplag import LoopLagMonitor
+from jobset_controller_dev.envtest import ControlPlane
 
 
 def job(i: int) -> dict[str, Any]:

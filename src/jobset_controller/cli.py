@@ -67,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated Gate=true|false, as in the Configuration file's featureGates",
     )
     _add_run_parser(commands)
-    commands.add_parser("envtest", help="run a local etcd + kube-apiserver until Ctrl-C")
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -220,10 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "run":
         return _run(args)
-    if args.command == "envtest":
-        from jobset_controller.envtest.serve import main as serve
-
-        return serve()
     try:
         gates = _parse_gates(args.feature_gates)
     except ValueError as error:

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobset_controller.envtest.fullcluster import FullCluster
-from jobset_controller.envtest.processes import free_port, processes_mentioning
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
 
 
 @pytest.fixture(scope="session")

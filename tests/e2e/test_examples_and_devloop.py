@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jobset_controller.envtest.fullcluster import FullCluster
-from jobset_controller.envtest.processes import processes_mentioning
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.processes import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -62,7 +62,7 @@ def test_dev_loop_runs_an_example_then_stays_up_until_ctrl_c(tmp_path: Path) -> 
         [
             sys.executable,
             "-m",
-            "jobset_controller.devloop",
+            "jobset_controller_dev.devloop",
             "--example",
             str(ROOT / "examples" / "coordinator.yaml"),
         ],

@@ -12,15 +12,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobset_controller.envtest.fullcluster import FullCluster, condition_true
-from jobset_controller.envtest.kwok_stages import (
+from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_true
+from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     KILLED_EXIT_CODE,
     READY_AFTER_ANNOTATION,
     RUN_DURATION_ANNOTATION,
     RUN_FOREVER_ANNOTATION,
 )
-from jobset_controller.envtest.nodes import (
+from jobset_controller_dev.envtest.nodes import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     NODE_POOL_LABEL,
@@ -28,7 +28,7 @@ from jobset_controller.envtest.nodes import (
     ZONE_LABEL,
     NodeSpec,
 )
-from jobset_controller.envtest.processes import processes_mentioning
+from jobset_controller_dev.envtest.processes import processes_mentioning
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
@@ -404,10 +404,10 @@ def test_stopping_a_full_cluster_leaves_no_process_behind() -> None:
 
 
 def test_full_command_children_die_with_a_killed_parent() -> None:
-    """`python -m jobset_controller.envtest --full` killed by SIGKILL (no cleanup code runs): the
-    kernel's parent-death signal still takes every component down with it."""
+    """`python -m jobset_controller_dev.envtest --full` killed by SIGKILL (no cleanup code runs):
+    the kernel's parent-death signal still takes every component down with it."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobset_controller.envtest", "--full"],
+        [sys.executable, "-m", "jobset_controller_dev.envtest", "--full"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from jobset_controller.envtest.fullcluster import FullCluster
-from jobset_controller.envtest.kwok_stages import (
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     READY_AFTER_ANNOTATION,
     RUN_DURATION_ANNOTATION,
     RUN_FOREVER_ANNOTATION,
 )
-from jobset_controller.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL
+from jobset_controller_dev.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL
 
 pytestmark = pytest.mark.usefixtures("jobset_controller")
 

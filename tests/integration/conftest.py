@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from jobset_controller.config import Configuration
-from jobset_controller.envtest import ControlPlane
-from jobset_controller.envtest.kubesim import KubeSim
-from jobset_controller.envtest.processes import processes_mentioning
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
+from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
 @pytest.fixture(scope="session")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from jobset_controller.envtest.processes import processes_mentioning
+from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
 def start_command() -> tuple[subprocess.Popen[str], Path]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobset_controller.envtest"],
+        [sys.executable, "-m", "jobset_controller_dev.envtest"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -73,7 +73,7 @@ def test_children_die_with_a_killed_parent(
 def test_printed_kubeconfig_gives_admin_access(
     command: tuple[subprocess.Popen[str], Path],
 ) -> None:
-    from jobset_controller.envtest import ensure_binaries
+    from jobset_controller_dev.envtest import ensure_binaries
 
     _, kubeconfig = command
     result = subprocess.run(

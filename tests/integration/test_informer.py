@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobset_controller.envtest import ControlPlane
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.informer import Handlers, Informer, Resource
+from jobset_controller_dev.envtest import ControlPlane
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 

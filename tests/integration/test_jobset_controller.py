@@ -7,9 +7,9 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jobset_controller.envtest.kubesim import KubeSim
 from jobset_controller.manager import Manager
 from jobset_controller.runtime.client import KubeClient, NotFound
+from jobset_controller_dev.envtest.kubesim import KubeSim
 
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 

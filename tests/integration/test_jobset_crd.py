@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from jobset_controller.api import JobSet, default_jobset, validate_create
-from jobset_controller.crdgen import CRD_FILE, build_crd, fetch_openapi, render
-from jobset_controller.envtest import ControlPlane
+from jobset_controller_dev.crdgen import CRD_FILE, build_crd, fetch_openapi, render
+from jobset_controller_dev.envtest import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from jobset_controller.config import load_configuration
-from jobset_controller.envtest import ControlPlane
+from jobset_controller_dev.envtest import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobset_controller.envtest import ControlPlane
-from jobset_controller.envtest.processes import free_port
+from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.processes import free_port
 
 LEASE_NAME = "6d4f6a47.jobset.x-k8s.io"
 LEASE, RENEW, RETRY = 6.0, 5.0, 1.0

@@ -13,10 +13,10 @@ import pytest
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.config import Configuration
-from jobset_controller.envtest import ControlPlane
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import Invalid, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
+from jobset_controller_dev.envtest import ControlPlane
 
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"

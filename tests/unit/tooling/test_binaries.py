@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobset_controller.envtest import binaries
+from jobset_controller_dev.envtest import binaries
 
 SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "k8s-binaries.sh"
 

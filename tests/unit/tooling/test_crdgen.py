@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jobset_controller.crdgen import StructuralConverter
+from jobset_controller_dev.crdgen import StructuralConverter
 
 COMPONENTS: dict[str, Any] = {
     "Pod": {

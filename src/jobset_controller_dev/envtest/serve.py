@@ -1,6 +1,6 @@
 """Run a control plane in the foreground so a person can point kubectl at it.
 
-`python -m jobset_controller.envtest` runs etcd + kube-apiserver; with `--full` it runs the full
+`python -m jobset_controller_dev.envtest` runs etcd + kube-apiserver; with `--full` it runs the full
 local cluster instead (kube-controller-manager, kube-scheduler, kwok and simulated nodes).
 """
 
@@ -14,14 +14,14 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from jobset_controller.envtest.controlplane import ControlPlane
-from jobset_controller.envtest.fullcluster import FullCluster
-from jobset_controller.envtest.kwok_stages import DEFAULT_RUN_DURATION
+from jobset_controller_dev.envtest.controlplane import ControlPlane
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.kwok_stages import DEFAULT_RUN_DURATION
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m jobset_controller.envtest",
+        prog="python -m jobset_controller_dev.envtest",
         description="Run a local control plane until Ctrl-C; prints `export KUBECONFIG=...`.",
     )
     parser.add_argument(
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`argv` None (as `jobset-controller envtest` calls it) means no options."""
+    """`argv` None means no options."""
     args = _parser().parse_args([] if argv is None else list(argv))
     stop = threading.Event()
 

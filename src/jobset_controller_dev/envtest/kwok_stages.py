@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from jobset_controller.envtest.nodes import KWOK_NODE_SELECTOR
+from jobset_controller_dev.envtest.nodes import KWOK_NODE_SELECTOR
 
 ANNOTATION_PREFIX = "kwok.jobset.test/"
 FAIL_EXIT_CODE_ANNOTATION = ANNOTATION_PREFIX + "fail-exit-code"

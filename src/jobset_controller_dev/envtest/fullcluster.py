@@ -28,15 +28,15 @@ from urllib.parse import quote
 
 import yaml
 
-from jobset_controller.envtest import kwok_stages
-from jobset_controller.envtest.binaries import FULL_COMPONENTS, K8S_VERSION, KWOK_VERSION
-from jobset_controller.envtest.controlplane import ControlPlane, ControlPlaneError
-from jobset_controller.envtest.nodes import (
+from jobset_controller_dev.envtest import kwok_stages
+from jobset_controller_dev.envtest.binaries import FULL_COMPONENTS, K8S_VERSION, KWOK_VERSION
+from jobset_controller_dev.envtest.controlplane import ControlPlane, ControlPlaneError
+from jobset_controller_dev.envtest.nodes import (
     KWOK_NODE_SELECTOR,
     NodeSpec,
     rack_topology,
 )
-from jobset_controller.envtest.processes import ManagedProcess, free_port
+from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 DEFAULT_CONTROLLERS = (
     "job-controller",

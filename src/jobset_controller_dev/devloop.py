@@ -27,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from jobset_controller.envtest.binaries import FULL_COMPONENTS, ensure_binaries, repo_root
-from jobset_controller.envtest.fullcluster import FullCluster
-from jobset_controller.envtest.processes import ManagedProcess, free_port
+from jobset_controller_dev.envtest.binaries import FULL_COMPONENTS, ensure_binaries, repo_root
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 

@@ -27,9 +27,17 @@ from typing import Any, Self
 
 import yaml
 
-from jobset_controller.envtest.binaries import INTEGRATION_COMPONENTS, ensure_binaries, repo_root
-from jobset_controller.envtest.pki import CertificateAuthority, CertPair, write_service_account_keys
-from jobset_controller.envtest.processes import ManagedProcess, free_port
+from jobset_controller_dev.envtest.binaries import (
+    INTEGRATION_COMPONENTS,
+    ensure_binaries,
+    repo_root,
+)
+from jobset_controller_dev.envtest.pki import (
+    CertificateAuthority,
+    CertPair,
+    write_service_account_keys,
+)
+from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 SERVICE_CIDR = "10.0.0.0/24"
 _FIELD_MANAGER = "jobset-envtest"

@@ -1,7 +1,0 @@
-"""`python -m jobset_controller.envtest [--full]`: run a local control plane until Ctrl-C."""
-
-import sys
-
-from jobset_controller.envtest.serve import main
-
-raise SystemExit(main(sys.argv[1:]))
