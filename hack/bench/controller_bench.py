@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from jobset_controller.config import Configuration
+from jobset_controller.controller.resources import JOBSETS
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
@@ -85,7 +86,7 @@ async def run_once(plane: ControlPlane, count: int, workers: int) -> dict[str, f
     assert controller is not None
     assert manager.lag is not None
     manager.lag.reset_max()
-    base = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    base = JOBSETS.path(namespace)
 
     async def create_all() -> None:
         semaphore = asyncio.Semaphore(20)

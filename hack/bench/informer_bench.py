@@ -18,7 +18,8 @@ import time
 import tracemalloc
 from typing import Any
 
-from jobset_controller.controller.informers import JOBS, trim_job
+from jobset_controller.controller.informers import trim_job
+from jobset_controller.controller.resources import JOBS
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.informer import Informer, strip_managed_fields
 from jobset_controller.runtime.looplag import LoopLagMonitor

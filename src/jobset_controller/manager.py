@@ -39,6 +39,7 @@ from jobset_controller.api import FeatureGates
 from jobset_controller.config import Configuration
 from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.controller.resources import PVCS
 from jobset_controller.runtime.client import ClientSettings, KubeClient, NotFound
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
 from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
@@ -284,9 +285,7 @@ class Manager:
 
         async def lookup_claim(namespace: str, name: str) -> dict[str, Any] | None:
             try:
-                return await client.get(
-                    f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
-                )
+                return await client.get(PVCS.path(namespace, name))
             except NotFound:
                 return None
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from jobset_controller.controller.informers import JOBS, JOBSETS, PVCS, SERVICES
+from jobset_controller.controller.resources import JOBS, JOBSETS, PVCS, SERVICES
 from jobset_controller.reconcile import Event, JobPatch, Plan
 from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
 from jobset_controller.runtime.events import EventRecorder, ObjectRef

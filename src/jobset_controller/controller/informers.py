@@ -22,22 +22,16 @@ from collections.abc import Callable
 from typing import Any
 
 from jobset_controller.api import API_VERSION, JOBSET_NAME_KEY, KIND
+from jobset_controller.controller.resources import JOBS, JOBSETS, PVCS, SERVICES
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.informer import (
     Handlers,
     Informer,
     Obj,
-    Resource,
     controller_owner,
     object_key,
     strip_managed_fields,
 )
-
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
-JOBS = Resource("batch", "v1", "jobs")
-SERVICES = Resource("", "v1", "services")
-PVCS = Resource("", "v1", "persistentvolumeclaims")
-EVENTS = Resource("events.k8s.io", "v1", "events")
 
 OWNER_UID = "owner-uid"
 

@@ -57,6 +57,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from jobset_controller.runtime.client import AlreadyExists, NotFound
 from jobset_controller.runtime.clock import Clock, RealClock
+from jobset_controller.runtime.resources import EVENTS
 
 log = structlog.get_logger("events")
 
@@ -72,7 +73,6 @@ NOTE_LIMIT_BYTES: Final = 1024  # apiserver validation: note is at most 1 KiB
 REPORTING_INSTANCE_LIMIT: Final = 128  # apiserver validation
 _TRUNCATED: Final = " ..."
 
-_EVENTS_API: Final = "/apis/events.k8s.io/v1"
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -161,7 +161,7 @@ class _Series:
 
     @property
     def path(self) -> str:
-        return f"{_EVENTS_API}/namespaces/{self.namespace}/events/{self.name}"
+        return EVENTS.path(self.namespace, self.name)
 
     def series_json(self) -> dict[str, Any]:
         return {"count": self.count, "lastObservedTime": micro_time(self.last_observed)}
@@ -336,7 +336,7 @@ class EventRecorder:
         namespace = regarding.namespace or "default"
         name = f"{regarding.name}.{self._unique_nanos(occurrence.wall):x}"
         body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
+            "apiVersion": EVENTS.api_version,
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
             "eventTime": micro_time(occurrence.wall),
@@ -360,7 +360,7 @@ class EventRecorder:
         if with_series:
             body["series"] = series.series_json()
         try:
-            await self._client.create(f"{_EVENTS_API}/namespaces/{series.namespace}/events", body)
+            await self._client.create(EVENTS.path(series.namespace), body)
         except AlreadyExists:
             log.debug("event already exists", event_name=series.name, namespace=series.namespace)
         except Exception as error:

@@ -35,6 +35,9 @@ import structlog
 
 from jobset_controller.runtime.client import ApiError, Gone, KubeClient, ServerError
 
+# Re-exported: an informer is built from a Resource, so callers may take both from here.
+from jobset_controller.runtime.resources import Resource as Resource
+
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
 Keep = Callable[[Obj], bool]
@@ -75,22 +78,6 @@ def controller_owner(obj: Mapping[str, Any], *, api_version: str, kind: str) -> 
         ):
             return dict(ref)
     return {}
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a resource lives in the API: `/api/v1/...` or `/apis/<group>/<version>/...`."""
-
-    group: str
-    version: str
-    plural: str
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return base + (f"/{name}" if name else "")
 
 
 class Store:

@@ -33,6 +33,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from jobset_controller.runtime.client import KubeClient, NotFound
+from jobset_controller.runtime.resources import LEASES
 
 log = structlog.get_logger("leaderelection")
 
@@ -118,8 +119,7 @@ class LeaderElector:
 
     @property
     def _path(self) -> str:
-        c = self.config
-        return f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases/{c.name}"
+        return LEASES.path(self.config.namespace, self.config.name)
 
     @property
     def _request_timeout(self) -> float:
@@ -257,7 +257,7 @@ class LeaderElector:
     async def _create(self, now: datetime.datetime) -> bool:
         cfg = self.config
         lease = {
-            "apiVersion": "coordination.k8s.io/v1",
+            "apiVersion": LEASES.api_version,
             "kind": "Lease",
             "metadata": {"name": cfg.name, "namespace": cfg.namespace},
             "spec": {
@@ -271,7 +271,7 @@ class LeaderElector:
         try:
             created = await self._client.request(
                 "POST",
-                f"/apis/coordination.k8s.io/v1/namespaces/{cfg.namespace}/leases",
+                LEASES.path(cfg.namespace),
                 body=lease,
                 request_timeout=self._request_timeout,
             )

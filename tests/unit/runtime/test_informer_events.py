@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobset_controller.runtime.informer import Handlers, Informer, Resource
+from jobset_controller.runtime.informer import Handlers, Informer
+from jobset_controller.runtime.resources import Resource
 
 SERVICES = Resource("", "v1", "services")
 

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from jobset_controller.runtime.client import Gone
-from jobset_controller.runtime.informer import Informer, Resource
+from jobset_controller.runtime.informer import Informer
+from jobset_controller.runtime.resources import Resource
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 

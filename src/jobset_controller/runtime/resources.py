@@ -1,0 +1,39 @@
+"""Where resources live in the API, and the core kinds the runtime itself reads and writes.
+
+Why one module: an API path spelled by hand in several places drifts (a group renamed in one,
+a version bumped in another) and nothing notices until a request 404s. Every path the product
+sends is built by `Resource.path` from a constant defined once: here for the kinds the generic
+runtime owns (the leader-election Lease, the Events it records), and in the controller's own
+resources module for the kinds a controller reconciles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource of one API group version: `/api/v1/...` or `/apis/<group>/<version>/...`."""
+
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        """The `apiVersion` an object of this resource carries (`v1` for the core group)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The collection (all namespaces, or one), or one object when `name` is given."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return base + (f"/{name}" if name else "")
+
+
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+EVENTS: Final = Resource("events.k8s.io", "v1", "events")
