@@ -280,7 +280,7 @@ class Condition(WireModel):
 
     type: str
     status: ConditionStatus
-    observed_generation: StrictInt | None = None
+    observed_generation: StrictInt | None = Field(default=None, ge=0)
     last_transition_time: str
     reason: str
     message: str
@@ -291,9 +291,9 @@ class ReplicatedJobStatus(WireModel):
 
     name: str
     ready: StrictInt
-    succeeded: int
+    succeeded: StrictInt
     failed: StrictInt
-    active: int
+    active: StrictInt
     suspended: StrictInt
     job_restarts: list[StrictInt] = Field(default_factory=list, max_length=1024)
     job_restarts_count_towards_max: list[StrictInt] = Field(default_factory=list, max_length=1024)
