@@ -11,6 +11,12 @@
   the stream is a terminal and JSON otherwise (a Pod's stdout/stderr is not a terminal).
 - Levels: debug, info, warning (or warn), error, critical; also zap's numeric verbosity as
   upstream's manifests pass it (`--zap-log-level=2`): "0" is info, any higher number is debug.
+- Exceptions are logged as their type, message and traceback (file, line and function of each
+  frame), never with the frames' local variables: a failed reconcile's frames hold request
+  payloads and HTTP header dicts (bearer tokens), and dumping them made lines of many kilobytes
+  that leaked credentials into log storage. In JSON the `exception` key is a list with one entry
+  per exception of the chain (`exc_type`, `exc_value`, `frames`); on a console it is the
+  standard library's traceback text.
 
 Context for every line of a reconcile: `reconcile_context(jobset=..., namespace=...)` binds
 `jobset`, `namespace` and `reconcile_id` with `structlog.contextvars`. Context variables belong
@@ -30,6 +36,7 @@ from typing import Any, Literal, TextIO
 
 import orjson
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import Processor
 
 LogFormat = Literal["json", "console", "auto"]
@@ -58,6 +65,13 @@ def _json_dumps(value: Any, **_: Any) -> str:
     return orjson.dumps(value, default=str).decode()
 
 
+# structlog's defaults (dict_tracebacks, and rich tracebacks on a console) show every frame's
+# locals; these are the same formats with the locals switched off.
+_EXCEPTION_AS_DICT: Processor = structlog.processors.ExceptionRenderer(
+    ExceptionDictTransformer(show_locals=False)
+)
+
+
 def configure_logging(
     level: str | int = "info", format: LogFormat = "auto", *, stream: TextIO | None = None
 ) -> None:
@@ -78,12 +92,18 @@ def configure_logging(
     renderer: list[Processor]
     if format == "json":
         renderer = [
-            structlog.processors.dict_tracebacks,
+            _EXCEPTION_AS_DICT,
             structlog.processors.EventRenamer("msg"),
             structlog.processors.JSONRenderer(serializer=_json_dumps),
         ]
     else:
-        renderer = [structlog.dev.ConsoleRenderer(colors=stream.isatty(), timestamp_key="ts")]
+        renderer = [
+            structlog.dev.ConsoleRenderer(
+                colors=stream.isatty(),
+                timestamp_key="ts",
+                exception_formatter=structlog.dev.plain_traceback,
+            )
+        ]
 
     handler = logging.StreamHandler(stream)
     handler.setFormatter(

@@ -182,3 +182,65 @@ def test_unknown_level_or_format_is_rejected() -> None:
         parse_level("loud")
     with pytest.raises(ValueError, match="log format"):
         configure_logging("info", "xml", stream=io.StringIO())  # type: ignore[arg-type]
+
+
+def _fail_holding_a_secret() -> None:
+    authorization = "Bearer s3cr3t"
+    headers = {"Authorization": authorization, "User-Agent": "jobset-controller"}
+    raise PermissionError(f"refused ({len(headers)} headers sent)")
+
+
+def _log_failure() -> None:
+    try:
+        _fail_holding_a_secret()
+    except PermissionError:
+        structlog.get_logger("workers").exception("reconcile failed, will retry with backoff")
+
+
+def test_json_exceptions_carry_type_message_and_frames_but_never_locals(
+    stream: io.StringIO,
+) -> None:
+    configure_logging("info", "json", stream=stream)
+
+    _log_failure()
+
+    text = stream.getvalue()
+    assert "s3cr3t" not in text
+    assert "Authorization" not in text
+    assert "locals" not in text
+    [line] = json_lines(stream)
+    [exception] = line["exception"]
+    assert exception["exc_type"] == "PermissionError"
+    assert exception["exc_value"] == "refused (2 headers sent)"
+    frames = [(frame["name"], frame["filename"]) for frame in exception["frames"]]
+    assert ("_log_failure", __file__) in frames
+    assert ("_fail_holding_a_secret", __file__) in frames
+    assert all(isinstance(frame["lineno"], int) for frame in exception["frames"])
+
+
+def test_standard_library_exceptions_never_carry_locals_either(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream)
+
+    try:
+        _fail_holding_a_secret()
+    except PermissionError:
+        logging.getLogger("aiohttp.client").exception("request failed")
+
+    assert "s3cr3t" not in stream.getvalue()
+    [line] = json_lines(stream)
+    assert line["exception"][0]["exc_type"] == "PermissionError"
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_console_exceptions_are_a_plain_traceback_without_locals(terminal: bool) -> None:
+    stream = TerminalStream() if terminal else io.StringIO()
+    configure_logging("info", "console", stream=stream)
+
+    _log_failure()
+
+    text = stream.getvalue()
+    assert "s3cr3t" not in text
+    assert "Authorization" not in text
+    assert "Traceback (most recent call last):" in text
+    assert re.search(r'File ".*test_logging\.py", line \d+, in _fail_holding_a_secret', text)
+    assert "PermissionError: refused (2 headers sent)" in text
