@@ -43,6 +43,7 @@ from jobset_controller.api.crd_rules import (
 from jobset_controller.api.defaults import effective_completion_mode, effective_rule_name
 from jobset_controller.api.features import FeatureGates
 from jobset_controller.api.field_errors import FieldError, render_bad_value
+from jobset_controller.api.message_patterns import pattern_error
 from jobset_controller.api.name_checks import (
     byte_length,
     is_dns1035_label,
@@ -430,6 +431,26 @@ def _check_failure_policy_rule(
         for reason_index, reason in enumerate(rule.on_job_failure_reasons)
         if reason not in _VALID_FAILURE_REASONS
     ]
+    errors += _check_message_patterns(path, rule.on_job_failure_message_patterns)
+    return errors
+
+
+def _check_message_patterns(path: str, patterns: Sequence[str]) -> list[FieldError]:
+    """Each pattern must compile as Go's ``regexp`` compiles it (RE2 syntax).
+
+    When a Job fails, a pattern that does not compile is skipped, so a typo would silently
+    disable the rule; rejecting it at admission tells the user instead.
+    """
+    errors: list[FieldError] = []
+    for pattern_index, pattern in enumerate(patterns):
+        problem = pattern_error(pattern)
+        if problem is not None:
+            message = (
+                "invalid job failure message pattern in failure policy is not a valid RE2 "
+                f"regular expression: {problem}"
+            )
+            field = f"{path}.onJobFailureMessagePatterns[{pattern_index}]"
+            errors.append(FieldError(field, "Invalid", message, pattern))
     return errors
 
 

@@ -6,22 +6,18 @@ order) that matches ANY failed Job decides; among the Jobs it matches, the one t
 (earliest ``Failed`` condition ``lastTransitionTime``, ties to the first listed) is "the first
 failed job" the messages name. A rule matches a Job when each of its lists is empty or holds:
 the Job's failure reason is in ``onJobFailureReasons``; one of ``onJobFailureMessagePatterns``
-finds a match in the failure message (search semantics; a pattern that does not compile is
-skipped, as upstream skips invalid RE2); its ``replicatedjob-name`` label is in
-``targetReplicatedJobs`` (a Job without that label never matches). When no rule matches, the
-default action applies to the Job that failed first.
+finds a match anywhere in the failure message (Go's ``regexp.MatchString``: RE2 syntax, time
+linear in the message, see ``api.message_patterns``; a pattern that does not compile is skipped,
+as upstream skips it); its ``replicatedjob-name`` label is in ``targetReplicatedJobs`` (a Job
+without that label never matches). When no rule matches, the default action applies to the Job
+that failed first.
 
 Actions map to appliers in ``ACTION_APPLIERS``. Nothing is deleted in the pass that decides a
 restart: raising ``status.restarts`` (or a ``jobRestarts`` entry) turns the Jobs of the old attempt
 into previous Jobs, which the next pass deletes and then recreates.
-
-Known difference: patterns are Python ``re`` expressions, not RE2. RE2-only syntax is rare in
-failure messages; Python accepts some patterns RE2 rejects (backreferences, lookaround), and a
-pathological pattern can backtrack for a long time where RE2 runs in linear time.
 """
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +32,7 @@ from jobset_controller.api import (
     FailurePolicyAction,
     FailurePolicyRule,
 )
+from jobset_controller.api.message_patterns import pattern_finds_match
 from jobset_controller.reconcile.catalogue import (
     DEFAULT_FAILURE_POLICY_REASON,
     FAIL_JOBSET_ACTION_MESSAGE,
@@ -120,14 +117,6 @@ def failure_time(job: Job) -> datetime:
 def first_failed_job(jobs: Sequence[Job]) -> Job:
     """The Job that failed first; ties go to the first listed. ``jobs`` must not be empty."""
     return min(jobs, key=failure_time)
-
-
-def pattern_finds_match(pattern: str, message: str) -> bool:
-    """``pattern`` matches anywhere in ``message``; a pattern that does not compile never does."""
-    try:
-        return re.search(pattern, message) is not None
-    except (re.error, OverflowError, RecursionError):
-        return False
 
 
 def rule_applies(rule: FailurePolicyRule, job: Job) -> bool:

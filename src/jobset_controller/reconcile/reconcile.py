@@ -5,7 +5,7 @@
     3. default in memory; sort the child Jobs (an unreadable one -> Warning event only)
     4. count the current attempt's Jobs into the status draft
     5. finished (Completed/Failed)   -> delete active Jobs, apply the TTL; stop
-    6. rejected (invalid JobSet, InPlaceRestart) -> Failed; stop
+    6. rejected (invalid JobSet, InPlaceRestart, no replicatedJobs) -> Failed; stop
     7. delete the previous attempt's Jobs
     8. all Jobs ready                -> RestartingJobSet=False (JobsReady)
     9. any failed Job                -> failure policy; stop
@@ -21,11 +21,13 @@ JobSet. The steps after 10 all contribute to one Plan; when two of them patch th
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from jobset_controller.api import ConditionType, default_jobset
+from jobset_controller.api import ConditionType, FieldError, default_jobset
 from jobset_controller.reconcile.catalogue import (
     INVALID_CHILD_JOB_EVENT,
     JOBS_READY_MESSAGE,
     JOBS_READY_REASON,
+    NO_REPLICATED_JOBS_MESSAGE,
+    VALIDATION_FAILED_REASON,
     WARNING,
 )
 from jobset_controller.reconcile.classify import InvalidChild, classify_jobs
@@ -39,7 +41,7 @@ from jobset_controller.reconcile.jobs import Job, is_being_deleted, name_of, res
 from jobset_controller.reconcile.jobs import uid_of as job_uid
 from jobset_controller.reconcile.managed_by import is_managed_by_this_controller
 from jobset_controller.reconcile.plan import Event, JobDelete, JobPatch, Plan
-from jobset_controller.reconcile.rejection import find_rejection
+from jobset_controller.reconcile.rejection import find_rejection, validation_message
 from jobset_controller.reconcile.service import service_to_create
 from jobset_controller.reconcile.snapshot import Snapshot
 from jobset_controller.reconcile.status import render_status, same_status
@@ -56,6 +58,11 @@ from jobset_controller.reconcile.volumes import pvc_manifests
 MAX_JOB_DELETES_PER_PASS: Final = 500
 # Requeue insurance when a bound cut a pass short.
 CONTINUE_AFTER_SECONDS: Final = 1.0
+
+# The Failed message of a JobSet without replicatedJobs, worded like the other validation failures.
+NOTHING_TO_RUN: Final = validation_message(
+    [FieldError("spec.replicatedJobs", "Required", NO_REPLICATED_JOBS_MESSAGE)]
+)
 
 JOBS_READY = NewCondition(
     ConditionType.RESTARTING_JOBSET, False, JOBS_READY_REASON, JOBS_READY_MESSAGE
@@ -84,6 +91,10 @@ def reconcile(snapshot: Snapshot) -> Plan:
     rejection = find_rejection(js, snapshot.features, realised=_realised(snapshot))
     if rejection is not None:
         return _plan(snapshot, fail_jobset(draft, rejection.reason, rejection.message))
+    if not js.spec.replicated_jobs:
+        # The CRD admits it (empty, null or no spec), but nothing can ever run: replicatedJobs
+        # are immutable. Failing says why once; the finished JobSet is not judged again.
+        return _plan(snapshot, fail_jobset(draft, VALIDATION_FAILED_REASON, NOTHING_TO_RUN))
     deletes, deletes_cut = _deletes(view.children.previous)
     draft = _mark_jobs_ready(view, draft)
     if view.children.failed:

@@ -8,20 +8,20 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobset_controller.api import REPLICATED_JOB_NAME_KEY, FailurePolicyRule, FeatureGates
-from jobset_controller.reconcile import (
+from jobset_controller.api.message_patterns import pattern_finds_match
+from jobset_controller.reconcile import Plan
+from jobset_controller.reconcile.catalogue import (
     FEATURE_GATE_DISABLED_EVENT,
     RESTART_JOB_ACTION_EVENT,
     RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT,
     RESTART_JOBSET_ACTION_EVENT,
     RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT,
-    Plan,
 )
 from jobset_controller.reconcile.failure_policy import (
     ACTION_APPLIERS,
     DEFAULT_FAILURE_POLICY_ACTION,
     find_first_matching_rule,
     first_failed_job,
-    pattern_finds_match,
     rule_applies,
 )
 
@@ -174,6 +174,54 @@ def test_pattern_uses_search_semantics() -> None:
     assert pattern_finds_match("code", "exit code 1")
     assert not pattern_finds_match("^code", "exit code 1")
     assert not pattern_finds_match("[", "anything")
+
+
+# Exponential for a backtracking engine on the Job controller's ordinary message (minutes with
+# Python's re); RE2 answers in time linear in the message, so these tests finish at once.
+CATASTROPHIC = r"^(\w+\s?)*\d$"
+BACKOFF_MESSAGE = "Job has reached the specified backoff limit"
+
+
+def test_catastrophic_pattern_is_answered_without_backtracking() -> None:
+    assert not pattern_finds_match(CATASTROPHIC, BACKOFF_MESSAGE)
+    assert not pattern_finds_match(CATASTROPHIC, BACKOFF_MESSAGE * 20)
+    assert pattern_finds_match(CATASTROPHIC, BACKOFF_MESSAGE + " 7")
+
+
+def test_catastrophic_pattern_in_a_rule_falls_through_to_the_next_rule(kit: Kit) -> None:
+    builder = two_workers(kit).failure_policy(
+        rule("FailJobSet", "frozen", onJobFailureMessagePatterns=[CATASTROPHIC]),
+        rule(
+            "RestartJobSetAndIgnoreMaxRestarts", "backoff", onJobFailureMessagePatterns=["limit$"]
+        ),
+    )
+    plan = kit.reconcile(builder, kit.job("workers", 0, state="failed", message=BACKOFF_MESSAGE))
+    assert conditions(plan)["RestartingJobSet"]["reason"] == "FailurePolicy_backoff"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message", "found"),
+    [
+        # Go's $ (no m flag) is the end of the text only; Python's also matches before a final \n.
+        pytest.param("limit$", "backoff limit\n", False, id="dollar is end of text"),
+        # Go's \w, \d and \s are ASCII; Python's str classes are Unicode.
+        pytest.param(r"^\w+$", "é", False, id="word class is ASCII"),
+        pytest.param(r"\d", "\u0663", False, id="digit class is ASCII"),
+        pytest.param(r"\pL+$", "é", True, id="unicode letter class"),
+        pytest.param(r"(?i)BACKOFF", BACKOFF_MESSAGE, True, id="case-insensitive flag"),
+        pytest.param(r"(?P<n>backoff) limit\z", BACKOFF_MESSAGE, True, id="named group, \\z"),
+        pytest.param("(?=Job)", BACKOFF_MESSAGE, False, id="lookahead does not compile"),
+        pytest.param(
+            r"(J)ob has reached the specified backoff limit\1",
+            BACKOFF_MESSAGE,
+            False,
+            id="backreference does not compile",
+        ),
+        pytest.param("backoff", "lone surrogate \ud800 backoff", True, id="lone surrogate"),
+    ],
+)
+def test_patterns_match_as_go_regexp_does(pattern: str, message: str, found: bool) -> None:
+    assert pattern_finds_match(pattern, message) is found
 
 
 def test_first_matching_rule_wins_even_if_a_later_rule_matches_an_earlier_failure(
@@ -393,7 +441,7 @@ def test_restart_job_fails_at_max_counting_global_and_per_job_restarts(kit: Kit)
     assert conditions(plan)["Failed"]["reason"] == "ReachedMaxRestarts"
 
 
-def test_restart_job_while_the_gate_is_off_is_a_reconcile_error(kit: Kit) -> None:
+def test_restart_job_while_the_gate_is_off_emits_a_warning_and_writes_no_status(kit: Kit) -> None:
     builder = two_workers(kit).failure_policy(rule("RestartJob", "one"), max_restarts=2)
     plan = kit.reconcile(builder, kit.job("workers", 0, state="failed"))
     assert plan.status is None
