@@ -116,3 +116,8 @@ def with_first_failed_job(message: str, job_name: str) -> str:
 def job_creation_failed_message(job_name: str, error: str) -> str:
     """One line of the JobCreationFailed event note; the executor joins one line per Job."""
     return f'job "{job_name}" creation failed with error: {error}'
+
+
+# Why a JobSet without replicatedJobs fails (ValidationFailed): the CRD admits it, but there is
+# nothing to run and replicatedJobs are immutable, so it could otherwise only sit without status.
+NO_REPLICATED_JOBS_MESSAGE: Final = "jobset has no replicatedJobs, so there is nothing to run"
