@@ -1,20 +1,21 @@
 """Applies a Plan to the cluster, in a fixed order, and stops at the first hard error.
 
-Order: immediate events; Job deletes; the headless Service; PVCs; Job creates; Job patches; then
+Order: the immediate events; the child writes, phase by phase in the Plan's `WRITE_ORDER`; then
 ONE status write; then the events tied to it; then (TTL) the JobSet delete.
 
+- Job deletes and Job creates run in parallel, at most `create_parallelism` (50) at a time.
 - Deletes use foreground propagation and a uid precondition (never delete a same-name successor).
   NotFound and a failed precondition mean "already gone": success.
-- Creates run in parallel, at most `create_parallelism` (50) at a time. AlreadyExists is success
-  (names are deterministic, so a lagging cache can only cause a harmless duplicate create). Any
-  other failure records upstream's `JobCreationFailed` Warning event with the server's message and
-  raises, so the worker retries with backoff.
+- Creates of Jobs, the Service and PVCs treat AlreadyExists as success (names are deterministic,
+  so a lagging cache can only cause a harmless duplicate create). Any other failure records the
+  catalogue's Warning event (`JobCreationFailed`, `HeadlessServiceCreationFailed`,
+  `PVCCreationFailed`) with the server's message and raises, so the worker retries with backoff.
 - Job patches are JSON merge patches carrying the resourceVersion the decision was based on
   (optimistic concurrency). A resume first clears `status.startTime` through the status
   subresource, then patches the template with the resourceVersion that write returned.
-- The status write is a PUT of the status subresource with the JobSet's resourceVersion from the
-  snapshot. A 409 raises Conflict: the key is reconciled again from fresh state; the same write is
-  never retried blindly.
+- The status write is a PUT of the status subresource with the Plan's `status_resource_version`.
+  A 409 raises Conflict: the key is reconciled again from fresh state; the same write is never
+  retried blindly.
 - `jobset_completed_total` / `jobset_failed_total` count only after a successful status write that
   made the transition, so a conflict and retry cannot count twice (upstream can).
 """
@@ -23,13 +24,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
 from jobset_controller.controller.resources import JOBS, JOBSETS, PVCS, SERVICES
-from jobset_controller.reconcile import Event, JobPatch, Plan
+from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
+from jobset_controller.reconcile.catalogue import (
+    HEADLESS_SERVICE_CREATION_FAILED_EVENT,
+    JOB_CREATION_FAILED_EVENT,
+    PVC_CREATION_FAILED_EVENT,
+    WARNING,
+    job_creation_failed_message,
+)
 from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
 
@@ -100,30 +108,12 @@ class Executor:
             if not event.after_status:
                 self._emit(regarding, event)
 
-        await _bounded(
-            plan.jobs_to_delete,
-            self._parallelism,
-            lambda d: self._delete(JOBS.path(namespace, d.name), d.uid),
-        )
-        # The Service and the claims first: pods must find their DNS records and volumes.
-        if plan.service_to_create is not None:
-            await self._create_other(
-                regarding,
-                SERVICES.path(namespace),
-                plan.service_to_create,
-                "HeadlessServiceCreationFailed",
-            )
-        for pvc in plan.pvcs_to_create:
-            await self._create_other(regarding, PVCS.path(namespace), pvc, "PVCCreationFailed")
-        await self._create_jobs(regarding, namespace, plan.jobs_to_create)
-        for patch in plan.jobs_to_patch:
-            await self._patch_job(namespace, patch)
+        for phase in WRITE_ORDER:
+            await self._write(phase, plan, regarding, namespace)
 
         written: str | None = None
         if plan.status is not None:
-            body = {**jobset, "status": dict(plan.status)}
-            reply = await self._client.replace(JOBSETS.path(namespace, name) + "/status", body)
-            written = str((reply.get("metadata") or {}).get("resourceVersion") or "") or None
+            written = await self._write_status(jobset, plan.status, plan.status_resource_version)
             if plan.completed:
                 self._metrics.completed.labels(name, namespace).inc()
             if plan.failed:
@@ -135,8 +125,58 @@ class Executor:
             await self._delete(JOBSETS.path(namespace, name), str(meta.get("uid", "")))
         return written
 
+    async def _write(
+        self, phase: WritePhase, plan: Plan, regarding: ObjectRef, namespace: str
+    ) -> None:
+        """One phase of the child writes (mypy checks that every phase is handled here)."""
+        match phase:
+            case WritePhase.DELETE_JOBS:
+                await self._delete_jobs(namespace, plan.jobs_to_delete)
+            case WritePhase.CREATE_SERVICE:
+                if plan.service_to_create is not None:
+                    await self._create_other(
+                        regarding,
+                        SERVICES.path(namespace),
+                        plan.service_to_create,
+                        HEADLESS_SERVICE_CREATION_FAILED_EVENT,
+                    )
+            case WritePhase.CREATE_PVCS:
+                for pvc in plan.pvcs_to_create:
+                    await self._create_other(
+                        regarding, PVCS.path(namespace), pvc, PVC_CREATION_FAILED_EVENT
+                    )
+            case WritePhase.CREATE_JOBS:
+                await self._create_jobs(regarding, namespace, plan.jobs_to_create)
+            case WritePhase.PATCH_JOBS:
+                for patch in plan.jobs_to_patch:
+                    await self._patch_job(namespace, patch)
+            case _:
+                assert_never(phase)
+
+    async def _write_status(
+        self, jobset: Mapping[str, Any], status: Mapping[str, Any], resource_version: str | None
+    ) -> str | None:
+        """PUT the status subresource, conditional on the Plan's resourceVersion; returns the
+        JobSet's resourceVersion after the write (None when the reply has none)."""
+        meta = jobset["metadata"]
+        metadata = {key: value for key, value in meta.items() if key != "resourceVersion"}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        body = {**jobset, "metadata": metadata, "status": dict(status)}
+        reply = await self._client.replace(
+            JOBSETS.path(meta["namespace"], meta["name"]) + "/status", body
+        )
+        return str((reply.get("metadata") or {}).get("resourceVersion") or "") or None
+
     def _emit(self, regarding: ObjectRef, event: Event) -> None:
-        self._recorder.record(regarding, event.type, event.reason, event.note)  # type: ignore[arg-type]
+        self._recorder.record(regarding, event.type, event.reason, event.note)
+
+    async def _delete_jobs(self, namespace: str, deletes: Iterable[JobDelete]) -> None:
+        await _bounded(
+            deletes,
+            self._parallelism,
+            lambda d: self._delete(JOBS.path(namespace, d.name), d.uid),
+        )
 
     async def _delete(self, path: str, uid: str) -> None:
         try:
@@ -158,7 +198,7 @@ class Executor:
             except AlreadyExists:
                 pass
             except ApiError as error:
-                failures[name] = f'job "{name}" creation failed with error: {error.message}'
+                failures[name] = job_creation_failed_message(name, error.message)
 
         jobs = list(jobs)
         await _bounded(jobs, self._parallelism, create)
@@ -166,7 +206,7 @@ class Executor:
             # One line per Job, in the Plan's order (upstream joins its errors with newlines).
             order = [job["metadata"]["name"] for job in jobs]
             message = "\n".join(failures[name] for name in order if name in failures)
-            self._recorder.record(regarding, "Warning", "JobCreationFailed", message)
+            self._recorder.record(regarding, WARNING, JOB_CREATION_FAILED_EVENT, message)
             raise ExecutionError(message)
 
     async def _create_other(
@@ -177,7 +217,7 @@ class Executor:
         except AlreadyExists:
             pass
         except ApiError as error:
-            self._recorder.record(regarding, "Warning", reason, error.message)
+            self._recorder.record(regarding, WARNING, reason, error.message)
             raise ExecutionError(f"{reason}: {error.message}") from error
 
     async def _patch_job(self, namespace: str, patch: JobPatch) -> None:

@@ -7,9 +7,10 @@ older than that (resourceVersions compare as integers since Kubernetes 1.35); th
 for our write enqueues the key again once the cache has caught up.
 
 Nothing here decides JobSet behaviour; that is all in `reconcile`. This module only gathers the
-inputs (the JobSet, its Jobs by owner UID, its Service, the feature gates, the time) and hands
-the Plan to the executor. A JobSet that cannot even be parsed gets a Warning event and is not
-retried (retrying cannot fix it; its next change enqueues it again).
+inputs (the JobSet, read from its cache once per pass; its Jobs by owner UID, its Service, the
+names of the PVCs in its namespace, the feature gates, the time) and hands the Plan to the
+executor. A JobSet that cannot even be parsed gets a Warning event and is not retried (retrying
+cannot fix it; its next change enqueues it again).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from jobset_controller.api.naming import jobset_subdomain
 from jobset_controller.controller.executor import Executor
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.reconcile import Snapshot, reconcile
+from jobset_controller.reconcile.catalogue import (
+    INVALID_JOBSET_EVENT,
+    WARNING,
+    invalid_jobset_message,
+)
 from jobset_controller.runtime.client import Conflict, KubeClient
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
 from jobset_controller.runtime.informer import Informer
@@ -39,7 +45,7 @@ def _utc_now() -> datetime.datetime:
 
 
 class JobSetController:
-    """Owns the JobSet, Job and Service informers and reconciles one key at a time."""
+    """Owns the JobSet, Job, Service and PVC informers and reconciles one key at a time."""
 
     def __init__(
         self,
@@ -63,10 +69,8 @@ class JobSetController:
     def informers(self) -> tuple[Informer, ...]:
         return (self.jobsets, self.jobs, self.services, self.pvcs)
 
-    def snapshot(self, key: str) -> Snapshot | None:
-        raw = self.jobsets.store.get(key)
-        if raw is None:
-            return None  # deleted: the garbage collector removes the children
+    def _snapshot(self, raw: dict[str, Any]) -> Snapshot:
+        """The inputs of one pass around the cached JobSet `raw` (ValidationError: unparsable)."""
         jobset = JobSet.model_validate(raw)
         uid = str(raw["metadata"].get("uid", ""))
         namespace = str(raw["metadata"]["namespace"])
@@ -100,20 +104,21 @@ class JobSetController:
         if self._cache_is_behind_our_write(key, raw):
             return None
         try:
-            snapshot = self.snapshot(key)
+            snapshot = self._snapshot(raw)
         except ValidationError as error:
-            message = f"cannot read JobSet: {error.errors()[0]['msg']}"
+            message = invalid_jobset_message(error.errors()[0]["msg"])
             log.warning("unreadable jobset", error=message)
-            self._recorder.record(ObjectRef.from_object(raw), "Warning", "InvalidJobSet", message)
-            return None
-        if snapshot is None:
+            self._recorder.record(
+                ObjectRef.from_object(raw), WARNING, INVALID_JOBSET_EVENT, message
+            )
             return None
         plan = reconcile(snapshot)
         if not plan.is_empty():
             try:
                 written = await self._executor.execute(raw, plan)
             except Conflict:
-                log.info("status write conflicted; reconciling again from fresh state")
+                # The status write or a Job patch met a newer version than the snapshot's.
+                log.info("a write conflicted; reconciling again from fresh state")
                 raise
             if written is not None and written.isdigit():
                 self._written[key] = int(written)

@@ -6,16 +6,21 @@ upstream controller turns into a reconcile error or does not have (see the packa
 
 ``EVENT_TYPE_OF_CONDITION`` is the event-type column of the condition catalogue as a table: the
 event for a condition change is Normal or Warning depending only on its type and status.
+
+Reconcile puts these words into a Plan; the executor and the controller glue use the same names
+for the events they emit themselves, so no event reason or message is spelled anywhere else.
 """
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Literal
 
 from jobset_controller.api import ConditionType
 
-NORMAL: Final = "Normal"
-WARNING: Final = "Warning"
+# The two event types the events API accepts; a type, so a third cannot be written by mistake.
+EventType = Literal["Normal", "Warning"]
+NORMAL: Final[EventType] = "Normal"
+WARNING: Final[EventType] = "Warning"
 
 # --- conditions (spec 4.2) --------------------------------------------------------------------
 
@@ -71,7 +76,9 @@ RESTART_JOB_ACTION_EVENT: Final = "RestartJobFailurePolicyAction"
 RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT: Final = (
     "RestartJobAndIgnoreMaxRestartsFailurePolicyAction"
 )
-# Emitted by the executor at once (not gated on the status write) when a write fails.
+# Emitted by the executor at once (not gated on the status write) when a write fails. The note of
+# JobCreationFailed is one ``job_creation_failed_message`` line per refused Job; the other two
+# carry the API server's message as it is.
 JOB_CREATION_FAILED_EVENT: Final = "JobCreationFailed"
 HEADLESS_SERVICE_CREATION_FAILED_EVENT: Final = "HeadlessServiceCreationFailed"
 PVC_CREATION_FAILED_EVENT: Final = "PVCCreationFailed"
@@ -89,12 +96,14 @@ IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE: Final = (
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
 FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"
+# Warning event of a JobSet the controller cannot parse (the controller glue emits it, no retry).
+INVALID_JOBSET_EVENT: Final = "InvalidJobSet"
 
 # The apiserver's limit on metav1.Condition.message.
 MAX_CONDITION_MESSAGE_BYTES: Final = 32768
 
 # (condition type, status) -> event type of a change to it (spec 4.2, last column).
-EVENT_TYPE_OF_CONDITION: Final[Mapping[tuple[str, bool], str]] = MappingProxyType(
+EVENT_TYPE_OF_CONDITION: Final[Mapping[tuple[str, bool], EventType]] = MappingProxyType(
     {
         (ConditionType.COMPLETED, True): NORMAL,
         (ConditionType.FAILED, True): WARNING,
@@ -116,6 +125,11 @@ def with_first_failed_job(message: str, job_name: str) -> str:
 def job_creation_failed_message(job_name: str, error: str) -> str:
     """One line of the JobCreationFailed event note; the executor joins one line per Job."""
     return f'job "{job_name}" creation failed with error: {error}'
+
+
+def invalid_jobset_message(problem: str) -> str:
+    """The InvalidJobSet event note: the first thing the parser could not accept."""
+    return f"cannot read JobSet: {problem}"
 
 
 # Why a JobSet without replicatedJobs fails (ValidationFailed): the CRD admits it, but there is

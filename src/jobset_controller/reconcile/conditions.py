@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from jobset_controller.api import ConditionType
-from jobset_controller.reconcile.catalogue import EVENT_TYPE_OF_CONDITION, WARNING
+from jobset_controller.reconcile.catalogue import EVENT_TYPE_OF_CONDITION, WARNING, EventType
 
 Conditions = tuple[Mapping[str, Any], ...]
 
@@ -46,7 +46,7 @@ class NewCondition:
         return "True" if self.status else "False"
 
     @property
-    def event_type(self) -> str:
+    def event_type(self) -> EventType:
         """Normal or Warning, from the condition catalogue (spec 4.2)."""
         return EVENT_TYPE_OF_CONDITION.get((self.type, self.status), WARNING)
 

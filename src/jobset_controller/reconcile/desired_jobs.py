@@ -26,6 +26,7 @@ from jobset_controller.reconcile.placement import (
     with_exclusive_affinity,
     with_node_selector_strategy,
 )
+from jobset_controller.reconcile.view import jobset_is_suspended
 from jobset_controller.reconcile.volumes import with_claim_volumes
 
 
@@ -33,11 +34,6 @@ def dns_hostnames_enabled(js: JobSet) -> bool:
     """``spec.network.enableDNSHostnames`` is true (nil reads as false, as upstream)."""
     network = js.spec.network
     return network is not None and network.enable_dns_hostnames is True
-
-
-def is_suspended(js: JobSet) -> bool:
-    """``spec.suspend`` is true."""
-    return js.spec.suspend is True
 
 
 def construct_job(
@@ -81,7 +77,7 @@ def construct_job(
         pod_spec = with_exclusive_affinity(pod_spec, keys[JOB_KEY], pod_annotations[EXCLUSIVE_KEY])
     pod_spec = with_claim_volumes(pod_spec, js)
     spec["template"] = {**pod_template, "metadata": pod_metadata, "spec": pod_spec}
-    spec["suspend"] = is_suspended(js)
+    spec["suspend"] = jobset_is_suspended(js)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

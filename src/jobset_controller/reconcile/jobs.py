@@ -61,7 +61,7 @@ def is_being_deleted(job: Job) -> bool:
 
 
 def is_suspended(job: Job) -> bool:
-    """``spec.suspend == true``."""
+    """The child Job's ``spec.suspend == true`` (a JobSet's: ``view.jobset_is_suspended``)."""
     return spec_of(job).get("suspend") is True
 
 

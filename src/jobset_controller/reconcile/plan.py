@@ -1,19 +1,48 @@
 """The one output of ``reconcile``: what the executor must do, as a small validated value.
 
-Why a value instead of calls: reconcile decides, the executor acts. The executor applies a Plan
-in a fixed order (deletes, patches, Service, PVCs, creates, then the status write last) and stops at
-the first hard error; events with ``after_status=True`` are emitted only once the status write has
-succeeded. A Plan that cannot be carried out correctly cannot be built: the invariants below are
-checked on construction, and breaking one is a bug in reconcile, never the user's fault.
+Why a value instead of calls: reconcile decides, the executor acts. The executor writes the child
+objects phase by phase in ``WRITE_ORDER``, then the status (last, so it records only what was
+done), and stops at the first hard error; events with ``after_status=True`` are emitted only once
+the status write has succeeded. A Plan that cannot be carried out correctly cannot be built: the
+invariants below are checked on construction, and breaking one is a bug in reconcile, never the
+user's fault.
 """
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, get_args
 
-EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
+from jobset_controller.reconcile.catalogue import EventType
+
+EVENT_TYPES: Final = frozenset(get_args(EventType))
 # Words of JobPatch.reason; a patch that does two things names both, joined by "+".
 PATCH_REASONS: Final = frozenset({"suspend", "resume", "elastic"})
+
+
+class WritePhase(enum.Enum):
+    """One kind of child-object write of a Plan; ``WRITE_ORDER`` says when each runs."""
+
+    DELETE_JOBS = "jobs_to_delete"
+    CREATE_SERVICE = "service_to_create"
+    CREATE_PVCS = "pvcs_to_create"
+    CREATE_JOBS = "jobs_to_create"
+    PATCH_JOBS = "jobs_to_patch"
+
+
+# The order in which the executor writes a Plan's child objects; the status write follows them.
+# This tuple is the only statement of the order: the executor iterates it and its test asserts it.
+# - Deletes first: a restart replaces Jobs by Jobs of the same names, which can be created only
+#   once the old ones are gone, so their deletion starts as early as possible.
+# - The Service and the claims before the Jobs: pods must find their DNS records and volumes.
+# - Patches touch only Jobs that already exist; they close the child writes.
+WRITE_ORDER: Final[tuple[WritePhase, ...]] = (
+    WritePhase.DELETE_JOBS,
+    WritePhase.CREATE_SERVICE,
+    WritePhase.CREATE_PVCS,
+    WritePhase.CREATE_JOBS,
+    WritePhase.PATCH_JOBS,
+)
 
 
 @dataclass(frozen=True)
@@ -38,14 +67,16 @@ class JobPatch:
 
     Attributes:
         name: The Job's name.
-        uid: The Job's UID (for logs, and for a precondition if the executor wants one).
-        resource_version: The version the decision was based on. It is valid for the first write
-            only: clearing ``status.startTime`` changes it.
+        uid: The Job's UID, identifying the Job the decision was about; it is not sent, the
+            resourceVersion is the precondition.
+        resource_version: The version the decision was based on, sent as the precondition of
+            the first write (a 409 then means "reconcile again"). Clearing ``status.startTime``
+            changes it, so the template patch uses the version that write returned.
         patch: The merge patch, e.g. ``{"spec": {"suspend": True}}``. For a resume it holds the
             merged pod template fields that changed plus ``suspend: False``.
         clear_start_time: First merge-patch ``/status`` with ``{"status": {"startTime": None}}``
             (the Job API forbids template changes on a Job that has started).
-        reason: ``suspend``, ``resume``, ``elastic`` or two of them joined by ``+`` (for logs).
+        reason: ``suspend``, ``resume``, ``elastic`` or two of them joined by ``+`` (logged).
     """
 
     name: str
@@ -70,14 +101,14 @@ class Event:
     """An event about the JobSet (``regarding`` the JobSet, ``related`` unset).
 
     Attributes:
-        type: ``Normal`` or ``Warning``.
+        type: ``Normal`` or ``Warning`` (also checked at run time, for callers without mypy).
         reason: The event reason (CamelCase, part of the contract).
         note: The human-readable message.
         after_status: Emit only after the Plan's status write succeeds (condition changes and
             failure policy actions); False means emit at once (reconcile errors).
     """
 
-    type: str
+    type: EventType
     reason: str
     note: str
     after_status: bool
@@ -91,7 +122,7 @@ class Event:
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything one reconcile pass wants done, applied by the executor in a fixed order.
+    """Everything one reconcile pass wants done, applied by the executor in ``WRITE_ORDER``.
 
     Attributes:
         jobs_to_create: Complete Job manifests (apiVersion batch/v1, kind Job, metadata with
@@ -99,11 +130,16 @@ class Plan:
         jobs_to_delete: Jobs to delete (foreground, UID precondition).
         jobs_to_patch: Merge patches of Jobs (suspend, resume, elastic); at most one per Job.
         service_to_create: The headless Service manifest, when it is missing.
-        pvcs_to_create: PVC manifests from volumeClaimPolicies; sent every pass of a running
-            JobSet, as upstream does, and the executor ignores AlreadyExists.
+        pvcs_to_create: PVC manifests from volumeClaimPolicies that the snapshot does not list
+            as existing (all of them when the snapshot does not know which exist); the executor
+            ignores AlreadyExists, since a claim may have appeared since the snapshot.
         status: The complete new ``.status``, or None when it is unchanged. Written with an
-            UPDATE of the status subresource (full replacement, so keys left out disappear)
-            using the snapshot's resourceVersion; a conflict means "reconcile again".
+            UPDATE of the status subresource (full replacement, so keys left out disappear).
+        status_resource_version: The JobSet's resourceVersion the new status was computed from,
+            the precondition of the status write: a 409 means the JobSet changed meanwhile, and
+            the pass is redone from fresh state rather than overwriting what it did not see.
+            None with no status write, or when the snapshot had no version (the write is then
+            unconditional).
         events: Events to emit; those with ``after_status`` only after the status write.
         requeue_after: Seconds after which to reconcile again even without a watch event.
         delete_jobset: The TTL after finishing expired: delete the JobSet (foreground).
@@ -118,6 +154,7 @@ class Plan:
     service_to_create: Mapping[str, Any] | None = None
     pvcs_to_create: tuple[Mapping[str, Any], ...] = ()
     status: Mapping[str, Any] | None = None
+    status_resource_version: str | None = None
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_jobset: bool = False
@@ -131,6 +168,8 @@ class Plan:
             raise ValueError("a Plan cannot both complete and fail the JobSet")
         if (self.completed or self.failed) and self.status is None:
             raise ValueError("completed/failed need the status write that records them")
+        if self.status is None and self.status_resource_version is not None:
+            raise ValueError("a status resourceVersion without a status write")
         if self.status is None and any(event.after_status for event in self.events):
             raise ValueError("events gated on the status write need a status write")
         patched = [patch.name for patch in self.jobs_to_patch]

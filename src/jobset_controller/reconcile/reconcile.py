@@ -281,6 +281,7 @@ def _plan(
         service_to_create=service_to_create,
         pvcs_to_create=pvcs_to_create,
         status=new if changed else None,
+        status_resource_version=snapshot.jobset.metadata.resource_version if changed else None,
         # Events are queued only by changes, so they never come without a status write; Plan
         # rejects that combination, which would be a bug here.
         events=draft.events,

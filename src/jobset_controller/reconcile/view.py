@@ -35,5 +35,15 @@ class JobSetView:
 
     @property
     def suspended(self) -> bool:
-        """``spec.suspend`` is true."""
-        return self.jobset.spec.suspend is True
+        """The JobSet is suspended (``jobset_is_suspended``)."""
+        return jobset_is_suspended(self.jobset)
+
+
+def jobset_is_suspended(js: JobSet) -> bool:
+    """``spec.suspend`` is true (unset reads as false).
+
+    The one reading of a JobSet's suspension: the pass's decisions (``JobSetView.suspended``) and
+    the ``spec.suspend`` of every Job it creates both come from here, so they cannot disagree. A
+    child Job's own ``spec.suspend`` is read by ``jobs.is_suspended``.
+    """
+    return js.spec.suspend is True

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.controller.executor import ExecutionError, Executor, JobSetMetrics
-from jobset_controller.reconcile import Event, JobDelete, JobPatch, Plan
+from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
 from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, Forbidden, NotFound
 from jobset_controller.runtime.events import ObjectRef
 
@@ -26,6 +26,7 @@ class FakeClient:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.replaced: list[Any] = []
         self.fail: dict[tuple[str, str], ApiError] = {}
 
     def _maybe_fail(self, verb: str, path: str) -> None:
@@ -40,6 +41,7 @@ class FakeClient:
 
     async def replace(self, path: str, body: Any) -> dict[str, Any]:
         self._maybe_fail("replace", path)
+        self.replaced.append(body)
         return dict(body)
 
     async def merge_patch(self, path: str, patch: Any) -> dict[str, Any]:
@@ -100,6 +102,23 @@ async def test_writes_happen_in_the_fixed_order(parts: Any) -> None:
         ("replace", "js"),  # .../jobsets/js/status, last
     ]
     assert recorder.events == [("Normal", "AllJobsCompleted", "done")]
+    # The order above is the one the Plan declares, and the executor takes it from there.
+    phase_of_call = {
+        ("delete", "jobs"): WritePhase.DELETE_JOBS,
+        ("create", "services"): WritePhase.CREATE_SERVICE,
+        ("create", "persistentvolumeclaims"): WritePhase.CREATE_PVCS,
+        ("create", "jobs"): WritePhase.CREATE_JOBS,
+        ("patch", "jobs"): WritePhase.PATCH_JOBS,
+    }
+    assert tuple(phase_of_call[target] for target in targets[:-1]) == WRITE_ORDER
+
+
+async def test_the_status_write_is_conditional_on_the_plans_resource_version(parts: Any) -> None:
+    client, _, _, executor = parts
+    await executor.execute(JOBSET, Plan(status=STATUS, status_resource_version="6"))
+    (body,) = client.replaced
+    assert body["metadata"]["resourceVersion"] == "6"
+    assert body["status"] == STATUS
 
 
 async def test_a_conflicting_status_write_counts_nothing_and_emits_nothing(parts: Any) -> None:
@@ -157,3 +176,29 @@ async def test_resume_clears_start_time_before_patching_the_template(parts: Any)
     )  # fmt: skip
     await executor.execute(JOBSET, Plan(jobs_to_patch=(patch,)))
     assert [path.rsplit("/", 1)[-1] for _, path in client.calls] == ["status", "j"]
+
+
+@pytest.mark.parametrize(
+    ("failing", "plan", "reason"),
+    [
+        (
+            ("create", "/services/js"),
+            Plan(service_to_create={"metadata": {"name": "js"}}),
+            "HeadlessServiceCreationFailed",
+        ),
+        (
+            ("create", "/persistentvolumeclaims/data-js"),
+            Plan(pvcs_to_create=({"metadata": {"name": "data-js"}},)),
+            "PVCCreationFailed",
+        ),
+    ],
+    ids=["service", "pvc"],
+)
+async def test_a_refused_service_or_claim_emits_its_warning_and_stops(
+    parts: Any, failing: tuple[str, str], plan: Plan, reason: str
+) -> None:
+    client, recorder, _, executor = parts
+    client.fail[failing] = Forbidden(403, {"message": "exceeded quota"})
+    with pytest.raises(ExecutionError):
+        await executor.execute(JOBSET, plan)
+    assert recorder.events == [("Warning", reason, "exceeded quota")]

@@ -1,4 +1,5 @@
-"""The controller does not act on a cached JobSet older than its own last status write."""
+"""The controller reads the JobSet once per pass and does not act on a cached JobSet older than
+its own last status write."""
 
 from __future__ import annotations
 
@@ -58,3 +59,21 @@ async def test_a_cache_older_than_our_write_is_not_reconciled() -> None:
     ctl.jobsets.store.put(jobset("10"))
     await ctl.reconcile("ns/js")  # caught up: reconcile again
     assert len(executor.plans) == 2
+
+
+async def test_a_pass_reads_the_jobset_from_the_cache_once() -> None:
+    executor = CountingExecutor(written=None)
+    ctl = controller(executor)
+    ctl.jobsets.store.put(jobset("5"))
+    store_get = ctl.jobsets.store.get
+    keys: list[str] = []
+
+    def counting_get(key: str) -> Any:
+        keys.append(key)
+        return store_get(key)
+
+    ctl.jobsets.store.get = counting_get  # type: ignore[method-assign]
+    await ctl.reconcile("ns/js")
+    assert keys == ["ns/js"]
+    assert len(executor.plans) == 1
+    assert executor.plans[0].status_resource_version == "5"

@@ -14,7 +14,7 @@ from jobset_controller.api import (
     RESTARTS_KEY,
     FeatureGates,
 )
-from jobset_controller.reconcile import INVALID_CHILD_JOB_EVENT
+from jobset_controller.reconcile.catalogue import INVALID_CHILD_JOB_EVENT
 from jobset_controller.reconcile.classify import Children, InvalidChild, classify_jobs
 
 if TYPE_CHECKING:

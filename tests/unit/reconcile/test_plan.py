@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jobset_controller.reconcile import Event, JobDelete, JobPatch, Plan
+from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
 
 STATUS: dict[str, Any] = {"restarts": 0}
 GATED = Event("Normal", "ResumeJobs", "jobset is resumed", after_status=True)
@@ -36,6 +36,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("completed and failed", {"status": STATUS, "completed": True, "failed": True}, "both"),
     ("completed without status", {"completed": True}, "status write"),
     ("gated event without status", {"events": (GATED,)}, "status write"),
+    ("resourceVersion without status", {"status_resource_version": "7"}, "without a status"),
     (
         "two patches of one job",
         {
@@ -96,6 +97,19 @@ def test_combined_patch_reason_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("type_", "reason"), [("Error", "X"), ("Normal", "")], ids=["bad type", "empty reason"]
 )
-def test_event_validation(type_: str, reason: str) -> None:
+def test_event_validation(type_: Any, reason: str) -> None:
     with pytest.raises(ValueError, match="event"):
         Event(type_, reason, "note", after_status=False)
+
+
+def test_the_write_order_names_every_kind_of_child_write_once() -> None:
+    assert WRITE_ORDER == (
+        WritePhase.DELETE_JOBS,
+        WritePhase.CREATE_SERVICE,
+        WritePhase.CREATE_PVCS,
+        WritePhase.CREATE_JOBS,
+        WritePhase.PATCH_JOBS,
+    )
+    assert sorted(phase.value for phase in WRITE_ORDER) == sorted(p.value for p in WritePhase)
+    fields = set(Plan.__dataclass_fields__)
+    assert all(phase.value in fields for phase in WritePhase), "a phase names the field it writes"

@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobset_controller.api import FeatureGates, FieldError
-from jobset_controller.reconcile import (
+from jobset_controller.api import FeatureGates, FieldError, JobSet
+from jobset_controller.reconcile import Plan, Snapshot, reconcile
+from jobset_controller.reconcile.catalogue import (
     IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE,
     IN_PLACE_RESTART_NOT_SUPPORTED_REASON,
     VALIDATION_FAILED_REASON,
-    Plan,
-    Snapshot,
-    reconcile,
 )
 from jobset_controller.reconcile.job_creation import MAX_JOB_CREATES_PER_PASS
 from jobset_controller.reconcile.reconcile import CONTINUE_AFTER_SECONDS, MAX_JOB_DELETES_PER_PASS
@@ -232,6 +230,14 @@ def test_same_snapshot_gives_the_same_plan(kit: Kit) -> None:
         kit.job("workers", 0, state="failed"),
     )
     assert reconcile(snapshot) == reconcile(snapshot)
+
+
+def test_the_status_write_carries_the_snapshots_resource_version(kit: Kit) -> None:
+    wire = two_rjobs(kit).wire()
+    wire["metadata"]["resourceVersion"] = "42"
+    plan = kit.reconcile(JobSet.model_validate(wire))
+    assert plan.status is not None
+    assert plan.status_resource_version == "42"
 
 
 def test_reconcile_does_not_modify_the_snapshot(kit: Kit) -> None:
