@@ -44,12 +44,12 @@ Our additions, where upstream has a reconcile error or no behaviour
   before anything reads it, so a JobSet that bypassed the mutating webhook runs as if it had
   been admitted (a Service when DNS hostnames default to on, Indexed Jobs...). Defaults are never
   written back to the spec.
-* Invalid JobSets fail, until they have Jobs or a written status (``rejection``): when admission's
-  CREATE rules (``validate_create``, without the
-  feature-gate and existing-PVC checks) find errors, the JobSet creates nothing and gets
-  ``Failed=True`` with reason ``ValidationFailed``, a message listing the errors (field path and
-  reason, within the 32768-byte limit), ``terminalState: Failed`` and a Warning event
-  ``ValidationFailed`` with the same text after the status write.
+* Invalid JobSets fail, until they have Jobs or a written status (``rejection``): when
+  admission's CREATE rules (``validate_create``, without the feature-gate and existing-PVC
+  checks) find errors, the JobSet creates nothing and gets ``Failed=True`` with reason
+  ``ValidationFailed``, a message listing the errors (field path and reason, within the
+  32768-byte limit), ``terminalState: Failed`` and a Warning event ``ValidationFailed`` with the
+  same text after the status write.
 * ``failurePolicy.restartStrategy: InPlaceRestart`` is out of scope: the JobSet fails the same way
   with reason ``InPlaceRestartNotSupported``.
 * An unreadable child Job (a missing or non-integer ``restart-attempt`` label; with the RestartJob
