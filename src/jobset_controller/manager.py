@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import random
 import socket
 import uuid
 from collections.abc import Coroutine
@@ -41,6 +42,7 @@ from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.controller.resources import PVCS
 from jobset_controller.runtime.client import ClientSettings, KubeClient, NotFound
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
 from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
 from jobset_controller.runtime.leaderelection import (
@@ -92,9 +94,19 @@ def leader_election_namespace(configured: str) -> str:
 
 
 class Manager:
-    def __init__(self, options: ManagerOptions, *, registry: CollectorRegistry | None = None):
+    def __init__(
+        self,
+        options: ManagerOptions,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
+    ):
         self.options = options
         self.registry = registry or CollectorRegistry()
+        # One time line and one source of jitter for every runtime piece built here.
+        self.clock: Clock = clock or RealClock()
+        self.rng = rng
         self.identity = f"{socket.gethostname()}_{uuid.uuid4()}"
         self.stop_requested = asyncio.Event()
         self.health = HealthServer(
@@ -128,18 +140,22 @@ class Manager:
                     qps=opts.qps, burst=opts.burst, user_agent=f"jobset-controller/{__version__}"
                 ),
                 registry=self.registry,
+                clock=self.clock,
+                rng=self.rng,
             )
         except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
             log.error("cannot load cluster credentials", error=str(problem))
             return 1
         queue: WorkQueue[str] = WorkQueue(
             CONTROLLER_NAME,
+            clock=self.clock,
             metrics=PrometheusWorkQueueMetricsProvider(registry=self.registry),
         )
         recorder = EventRecorder(
             client,
             reporting_controller="jobset",
             reporting_instance=self.identity,
+            clock=self.clock,
             metrics=EventMetrics(self.registry),
         )
         self.controller = JobSetController(
@@ -160,8 +176,9 @@ class Manager:
             workers=opts.workers,
             registry=self.registry,
             object_label="jobset",
+            clock=self.clock,
         )
-        self.lag = lag = LoopLagMonitor(registry=self.registry)
+        self.lag = lag = LoopLagMonitor(clock=self.clock, registry=self.registry)
         background: list[asyncio.Task[Any]] = []
         lease_client: KubeClient | None = None
 
@@ -200,6 +217,8 @@ class Manager:
                         burst=30,
                         user_agent=f"jobset-controller/{__version__} leader-election",
                     ),
+                    clock=self.clock,
+                    rng=self.rng,
                 )
                 self.elector = LeaderElector(
                     lease_client,
@@ -212,6 +231,8 @@ class Manager:
                         retry_period=le.retry_period,
                     ),
                     registry=self.registry,
+                    clock=self.clock,
+                    rng=self.rng,
                 )
                 self.health.add_liveness_check("leaderElection", self.elector.healthy)
                 if not await self._wait(self.elector.acquire(), None):

@@ -14,6 +14,8 @@ What it adds, like client-go's rest client:
 - explicit content types for merge patch and server-side apply;
 - HTTP status mapped to exceptions once, here (`NotFound`, `Conflict`, `AlreadyExists`, `Gone`,
   `Invalid`, `TooManyRequests`, `ServerError`), so callers decide with `except`, not with numbers;
+- waits (throttling, backoff, Retry-After) and latencies measured on an injected Clock, jitter
+  drawn from an injected RandomSource, so tests can step them on virtual time;
 - `rest_client_requests_total` and `rest_client_request_duration_seconds` metrics;
 - a watch stream reader that splits lines itself (objects of any size; aiohttp's readline stops
   at its buffer limit) and has a read timeout, so a half-open connection cannot hang a watch.
@@ -21,9 +23,7 @@ What it adds, like client-go's rest client:
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +33,7 @@ import aiohttp
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.ratelimit import TokenBucket
 
 JSON = "application/json"
@@ -148,8 +149,12 @@ class KubeClient:
         settings: ClientSettings,
         metrics: RestClientMetrics,
         bucket: TokenBucket,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
     ) -> None:
         self.server = server.rstrip("/")
+        self._clock: Clock = clock or RealClock()
+        self._rng = rng
         self._host = urlsplit(self.server).netloc
         self._session = session
         self._token = token
@@ -165,6 +170,8 @@ class KubeClient:
         context: str | None = None,
         settings: ClientSettings | None = None,
         registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
     ) -> KubeClient:
         """Load credentials (kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster)."""
         from kubernetes.aio.client import Configuration
@@ -187,15 +194,16 @@ class KubeClient:
             load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         # kubernetes.aio's transport: SSL context from the config, a 2 MiB read buffer, proxies.
         session = RESTClientObject(configuration)._create_pool_manager()
-        from jobset_controller.runtime.clock import RealClock
-
+        clock = clock or RealClock()
         return cls(
             server=configuration.host,
             session=session,
             token=configuration,
             settings=settings,
             metrics=RestClientMetrics(registry),
-            bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=RealClock()),
+            bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=clock),
+            clock=clock,
+            rng=rng,
         )
 
     async def close(self) -> None:
@@ -231,7 +239,7 @@ class KubeClient:
         attempt = 0
         while True:
             await self._bucket.acquire()
-            started = time.monotonic()
+            started = self._clock.now()
             code = "<error>"
             try:
                 async with self._session.request(
@@ -250,18 +258,19 @@ class KubeClient:
                 if method != "GET" or attempt >= self.settings.max_retries:
                     raise
                 attempt += 1
-                await asyncio.sleep(_backoff(attempt))
+                await self._clock.sleep(_backoff(attempt, self._rng))
                 continue
             finally:
                 self._metrics.requests.labels(code, method, self._host).inc()
-                self._metrics.latency.labels(method, self._host).observe(time.monotonic() - started)
+                elapsed = self._clock.now() - started
+                self._metrics.latency.labels(method, self._host).observe(elapsed)
             decoded = _decode(raw)
             if status < 400:
                 return decoded
-            delay = _retry_delay(status, retry_after, attempt)
+            delay = _retry_delay(status, retry_after, attempt, self._rng)
             if delay is not None and attempt < self.settings.max_retries:
                 attempt += 1
-                await asyncio.sleep(delay)
+                await self._clock.sleep(delay)
                 continue
             error = error_for(status, decoded, method, path)
             error.retry_after = _parse_retry_after(retry_after)
@@ -373,12 +382,14 @@ def _parse_retry_after(value: str | None) -> float | None:
         return None
 
 
-def _backoff(attempt: int) -> float:
+def _backoff(attempt: int, rng: RandomSource = random) -> float:
     base: float = min(0.1 * 2 ** (attempt - 1), 5.0)
-    return base * (1 + random.random())
+    return base * (1 + rng.random())
 
 
-def _retry_delay(status: int, retry_after: str | None, attempt: int) -> float | None:
+def _retry_delay(
+    status: int, retry_after: str | None, attempt: int, rng: RandomSource = random
+) -> float | None:
     """How long to wait before retrying this answer, or None if it must not be retried.
 
     Like client-go: an answer with Retry-After (429, 503, 504...) is retried after that delay;
@@ -388,5 +399,5 @@ def _retry_delay(status: int, retry_after: str | None, attempt: int) -> float | 
     if seconds is not None and (status == 429 or status >= 500):
         return min(seconds, 30.0)
     if status == 429:
-        return _backoff(attempt + 1)
+        return _backoff(attempt + 1, rng)
     return None

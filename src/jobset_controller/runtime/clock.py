@@ -1,19 +1,28 @@
-"""Monotonic time as an injected dependency.
+"""Monotonic time and randomness as injected dependencies.
 
-Why: the work queue's delays, the rate limiters and the metrics all measure time. Taking the clock
-as an argument lets tests step virtual time with `FakeClock` instead of sleeping, so a test of a
-1000 s backoff runs in microseconds and never flakes on a slow machine.
+Why: the work queue's delays, the rate limiters, the informer's backoff, leader election's retry
+and renew deadlines, the client's Retry-After waits and the metrics all measure time, and the
+backoffs draw jitter. Every runtime piece takes the clock (and, where it jitters, the random
+source) as an argument, with the real one as default, so tests step virtual time with
+`FakeClock` and fix the draws instead of sleeping: a test of a 1000 s backoff runs in
+microseconds and never flakes on a slow machine.
 
 A clock gives monotonic seconds (`now`) and a way to wait (`sleep`). It is not the wall clock:
-values are only meaningful relative to each other on the same clock.
+values are only meaningful relative to each other on the same clock. `wait_for` bounds an
+awaitable by time measured on a clock.
 """
+
+from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -26,6 +35,47 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Return once `now()` has passed the current time plus `seconds`."""
         ...
+
+
+class RandomSource(Protocol):
+    """The draws the runtime's jitter uses. The `random` module itself is one (the default
+    everywhere); tests pass a seeded `random.Random` or a stub returning fixed values."""
+
+    def random(self) -> float:
+        """A float in [0, 1)."""
+        ...
+
+    def randint(self, a: int, b: int) -> int:
+        """An integer in [a, b], both ends included."""
+        ...
+
+
+async def wait_for(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
+    """`asyncio.wait_for` with the deadline measured on `clock`.
+
+    The awaitable runs as a task raced against `clock.sleep(seconds)`. If the deadline comes
+    first, the task is cancelled (and awaited) and TimeoutError is raised; if both finish at the
+    same instant, the result wins. Cancelling the caller cancels both.
+    """
+    task = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        await _cancel(task, timer)
+        raise
+    await _cancel(timer)
+    if task in done:
+        return task.result()
+    await _cancel(task)
+    raise TimeoutError
+
+
+async def _cancel(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel `tasks` and wait until they have ended, without raising what they raise."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
 
 
 class RealClock:

@@ -19,7 +19,8 @@ Objects are raw dicts (orjson-parsed), passed through a `transform` on the way i
 managedFields, keep only what the controller reads) and an optional `keep` predicate (objects it
 rejects are not cached at all; one that stops matching is delivered as a delete). The store is
 mutated only on the event loop, so it needs no lock. Handlers are plain callbacks that must not
-block (they enqueue keys).
+block (they enqueue keys). Backoff waits, the short-watch check and the resync period are measured
+on the injected Clock, and the jitter drawn from the injected RandomSource, so tests can step them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import structlog
 
 from jobset_controller.runtime.client import ApiError, Gone, KubeClient, ServerError
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 
 # Re-exported: an informer is built from a Resource, so callers may take both from here.
 from jobset_controller.runtime.resources import Resource as Resource
@@ -173,8 +175,12 @@ class Informer:
         min_watch_timeout: int = 300,
         resync_period: float | None = None,
         backoff_initial: float = _BACKOFF_INITIAL,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
     ) -> None:
         self._client = client
+        self._clock: Clock = clock or RealClock()
+        self._rng = rng
         self.resource = resource
         self._namespace = namespace
         self._label_selector = label_selector
@@ -198,9 +204,8 @@ class Informer:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
-        loop = asyncio.get_running_loop()
         delay = self._backoff_initial
-        last_trouble = loop.time()
+        last_trouble = self._clock.now()
         # A synced informer that is run again resumes watching from its resourceVersion: the
         # cache is still valid, exactly as after a broken watch.
         need_list = not self.has_synced()
@@ -227,13 +232,13 @@ class Informer:
                     log.warning(
                         "list/watch failed", resource=self.resource.plural, error=str(error)
                     )
-                now = loop.time()
+                now = self._clock.now()
                 if now - last_trouble > _BACKOFF_RESET:
                     delay = self._backoff_initial
                 last_trouble = now
-                wait = delay * (1 + random.random())
+                wait = delay * (1 + self._rng.random())
                 self.stats.backoff_delays.append(wait)
-                await asyncio.sleep(wait)
+                await self._clock.sleep(wait)
                 delay = min(delay * 2, _BACKOFF_MAX)
         finally:
             if resync is not None:
@@ -285,12 +290,13 @@ class Informer:
         params = {
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
-            "timeoutSeconds": random.randint(self._min_watch_timeout, 2 * self._min_watch_timeout),
+            "timeoutSeconds": self._rng.randint(
+                self._min_watch_timeout, 2 * self._min_watch_timeout
+            ),
             "labelSelector": self._label_selector,
         }
         self.stats.watches += 1
-        loop = asyncio.get_running_loop()
-        started, events = loop.time(), 0
+        started, events = self._clock.now(), 0
         try:
             async for event in self._client.watch(
                 self._path(), params=params, read_timeout=self._read_timeout
@@ -299,7 +305,7 @@ class Informer:
                 self._apply(event)
         except Gone as error:
             raise _Expired from error
-        if events == 0 and loop.time() - started < 1.0:
+        if events == 0 and self._clock.now() - started < 1.0:
             # A proxy or a sick server cutting watches at once must not cause a hot loop.
             raise RuntimeError("very short watch: closed in under 1 s without events")
 
@@ -345,7 +351,7 @@ class Informer:
     async def _resync_loop(self) -> None:
         assert self._resync_period is not None
         while True:
-            await asyncio.sleep(self._resync_period)
+            await self._clock.sleep(self._resync_period)
             for obj in self.store:
                 self.handlers.on_update(obj, obj)
 

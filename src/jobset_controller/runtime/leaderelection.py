@@ -15,16 +15,16 @@ leadership is lost (machinery.md 4.4). The rules here:
 - The leader renews every retryPeriod; if no renewal succeeds within renewDeadline it has lost
   and `renew_until_lost` raises LeadershipLost. There is no fencing, so the caller must stop all
   work at once (our manager exits non-zero, as controller-runtime does).
+- Every wait and deadline is measured on the injected Clock (monotonic), and the jitter drawn
+  from the injected RandomSource, so tests can step them on virtual time.
 - On graceful shutdown `release()` empties the holder with leaseDurationSeconds 1 so a successor
   takes over in about a second instead of waiting out the lease.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +33,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from jobset_controller.runtime.client import KubeClient, NotFound
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock, wait_for
 from jobset_controller.runtime.resources import LEASES
 
 log = structlog.get_logger("leaderelection")
@@ -90,13 +91,15 @@ class LeaderElector:
         config: LeaderElectionConfig,
         *,
         registry: CollectorRegistry | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         config.validate()
         self._client = client
         self.config = config
-        self._monotonic = monotonic
+        self._clock: Clock = clock or RealClock()
+        self._rng = rng
         self._wall_clock = wall_clock
         self._lease: dict[str, Any] | None = None
         self._observed_record: tuple[Any, ...] | None = None
@@ -140,34 +143,36 @@ class LeaderElector:
         than leaseDuration + `tolerance` has a stuck renew loop and should be restarted."""
         if not self.is_leader:
             return True
-        return self._monotonic() - self._observed_time <= self.config.lease_duration + tolerance
+        return self._clock.now() - self._observed_time <= self.config.lease_duration + tolerance
 
     async def acquire(self) -> None:
         """Return once this candidate holds the Lease."""
         log.info("attempting to acquire leader lease", lease=self.config.name)
-        while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling is the protocol
-            await asyncio.sleep(self.config.retry_period * (1 + random.random() * JITTER_FACTOR))
+        while not await self.try_acquire_or_renew():
+            await self._clock.sleep(
+                self.config.retry_period * (1 + self._rng.random() * JITTER_FACTOR)
+            )
         self._set_leader(True)
 
     async def renew_until_lost(self) -> None:
         """Renew every retryPeriod; raise LeadershipLost when renewDeadline passes without one."""
         while True:
-            deadline = self._monotonic() + self.config.renew_deadline
+            deadline = self._clock.now() + self.config.renew_deadline
             renewed = False
             while not renewed:
-                remaining = deadline - self._monotonic()
+                remaining = deadline - self._clock.now()
                 if remaining <= 0:
                     break
                 try:
-                    renewed = await asyncio.wait_for(self.try_acquire_or_renew(), remaining)
+                    renewed = await wait_for(self._clock, self.try_acquire_or_renew(), remaining)
                 except TimeoutError:
                     break
                 if not renewed:
-                    await asyncio.sleep(min(self.config.retry_period, max(remaining, 0)))
+                    await self._clock.sleep(min(self.config.retry_period, max(remaining, 0)))
             if not renewed:
                 self._set_leader(False)
                 raise LeadershipLost(f"failed to renew lease {self.config.name}")
-            await asyncio.sleep(self.config.retry_period)
+            await self._clock.sleep(self.config.retry_period)
 
     async def try_acquire_or_renew(self) -> bool:
         now = self._wall_clock()
@@ -191,7 +196,7 @@ class LeaderElector:
             return False
         if _record(current) != self._observed_record:
             self._observed_record = _record(current)
-            self._observed_time = self._monotonic()
+            self._observed_time = self._clock.now()
         self._lease = current
         spec = current.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
@@ -242,12 +247,12 @@ class LeaderElector:
     # ------------------------------------------------------------------------- helpers
     def _valid(self, duration: float | None = None) -> bool:
         seconds = float(duration if duration is not None else self.config.lease_duration)
-        return self._observed_time + seconds > self._monotonic()
+        return self._observed_time + seconds > self._clock.now()
 
     def _observe(self, lease: dict[str, Any]) -> None:
         self._lease = lease
         self._observed_record = _record(lease)
-        self._observed_time = self._monotonic()
+        self._observed_time = self._clock.now()
 
     async def _put(self, lease: dict[str, Any]) -> dict[str, Any]:
         return await self._client.request(

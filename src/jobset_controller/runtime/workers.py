@@ -18,7 +18,6 @@ name under the label the caller chooses (`jobset` for the JobSet controller).
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from jobset_controller.runtime.client import Conflict
+from jobset_controller.runtime.clock import Clock, RealClock
 from jobset_controller.runtime.workqueue import QueueShutDown, WorkQueue
 
 log = structlog.get_logger("workers")
@@ -107,6 +107,7 @@ class Workers:
         workers: int = 1,
         registry: CollectorRegistry | None = None,
         object_label: str = "name",
+        clock: Clock | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -115,6 +116,7 @@ class Workers:
         self._reconcile = reconcile
         self._count = workers
         self._object_label = object_label
+        self._clock: Clock = clock or RealClock()
         self.metrics = ReconcileMetrics(name, registry, workers)
 
     async def run(self) -> None:
@@ -144,7 +146,7 @@ class Workers:
             **{self._object_label: name},
         ):
             self.metrics.active.labels(controller).inc()
-            started = time.monotonic()
+            started = self._clock.now()
             try:
                 result = await self._reconcile(key)
             except asyncio.CancelledError:
@@ -161,7 +163,7 @@ class Workers:
                 self._queue.add_rate_limited(key)
                 return
             finally:
-                self.metrics.time.labels(controller).observe(time.monotonic() - started)
+                self.metrics.time.labels(controller).observe(self._clock.now() - started)
                 self.metrics.active.labels(controller).dec()
             self._queue.forget(key)
             if result is not None and result.requeue_after is not None:

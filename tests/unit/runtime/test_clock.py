@@ -1,11 +1,12 @@
-"""FakeClock moves only when told, wakes sleepers in deadline order, and never sleeps real time."""
+"""FakeClock moves only when told, wakes sleepers in deadline order, and never sleeps real time;
+wait_for bounds work by time on a clock."""
 
 import asyncio
 import time
 
 import pytest
 
-from jobset_controller.runtime.clock import Clock, FakeClock, RealClock
+from jobset_controller.runtime.clock import Clock, FakeClock, RealClock, wait_for
 
 
 async def record_wake(
@@ -128,3 +129,44 @@ async def test_real_clock_is_the_monotonic_clock_of_the_event_loop() -> None:
 def test_real_clock_works_without_a_running_loop() -> None:
     clock = RealClock()
     assert clock.now() <= clock.now()
+
+
+# ------------------------------------------------------------------------------ wait_for
+async def test_wait_for_times_out_on_the_clock_and_cancels_the_work(clock: FakeClock) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+
+    waiting = asyncio.create_task(wait_for(clock, forever(), 5.0))
+    await clock.advance(4.99)
+    assert started.is_set()
+    assert not waiting.done()
+    await clock.advance(0.01)
+    with pytest.raises(TimeoutError):
+        await waiting
+    assert cancelled.is_set()
+
+
+async def test_wait_for_returns_the_result_and_stops_the_timer(clock: FakeClock) -> None:
+    async def soon() -> str:
+        await clock.sleep(1.0)
+        return "done"
+
+    waiting = asyncio.create_task(wait_for(clock, soon(), 5.0))
+    await clock.advance(1.0)
+    assert waiting.result() == "done"
+    assert clock.pending_sleepers == 0
+
+
+async def test_wait_for_passes_the_work_s_error_through(clock: FakeClock) -> None:
+    async def broken() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await wait_for(clock, broken(), 5.0)

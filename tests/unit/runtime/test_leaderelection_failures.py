@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.leaderelection import (
     LeaderElectionConfig,
     LeaderElector,
@@ -82,14 +83,14 @@ async def test_a_dropped_connection_while_standing_by_is_retried() -> None:
 
 
 async def test_a_leader_whose_renewals_stalled_is_unhealthy() -> None:
-    now = [100.0]
+    clock = FakeClock(start=100.0)
     client = FlakyLeaseClient()
     config = LeaderElectionConfig(namespace="ns", identity="me")
-    leader = LeaderElector(client, config, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    leader = LeaderElector(client, config, clock=clock)  # type: ignore[arg-type]
     assert leader.healthy()  # standby: nothing to watch
     await leader.acquire()
     assert leader.healthy()
-    now[0] += config.lease_duration + 19
+    await clock.advance(config.lease_duration + 19)
     assert leader.healthy()
-    now[0] += 2  # no successful renewal for leaseDuration + 21 s
+    await clock.advance(2)  # no successful renewal for leaseDuration + 21 s
     assert not leader.healthy()

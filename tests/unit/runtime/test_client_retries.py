@@ -1,0 +1,134 @@
+"""The client's waits on virtual time (draws fixed at 0.5, conftest): a throttled or unavailable
+answer with Retry-After is retried exactly that many seconds later; a 429 without it and a
+dropped connection on a read back off 0.1 s x 2^n x (1 + draw); writes are not retried after a
+dropped connection (the server may have applied them)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from jobset_controller.runtime.client import (
+    ClientSettings,
+    KubeClient,
+    RestClientMetrics,
+    ServerError,
+)
+from jobset_controller.runtime.clock import FakeClock, RandomSource
+from jobset_controller.runtime.ratelimit import TokenBucket
+
+Answer = tuple[int, dict[str, str]] | Exception
+
+
+class Reply:
+    def __init__(self, status: int, headers: dict[str, str]) -> None:
+        self.status, self.headers = status, headers
+
+    async def read(self) -> bytes:
+        return orjson.dumps({"kind": "Status", "code": self.status} if self.status >= 400 else {})
+
+
+class ScriptedSession:
+    """Stands in for the aiohttp session: answers from a script, records when each came."""
+
+    def __init__(self, clock: FakeClock, answers: list[Answer]) -> None:
+        self.clock, self.answers = clock, answers
+        self.times: list[float] = []
+
+    @contextlib.asynccontextmanager
+    async def request(self, method: str, url: str, **kwargs: Any) -> AsyncIterator[Reply]:
+        self.times.append(self.clock.now())
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        yield Reply(*answer)
+
+
+class NoToken:
+    async def get_api_key_with_prefix(self, name: str) -> str:
+        return ""
+
+
+def client_for(session: ScriptedSession, clock: FakeClock, draws: RandomSource) -> KubeClient:
+    return KubeClient(
+        server="https://api.test",
+        session=session,  # type: ignore[arg-type]
+        token=NoToken(),
+        settings=ClientSettings(),
+        metrics=RestClientMetrics(None),
+        bucket=TokenBucket(qps=500, burst=500, clock=clock),
+        clock=clock,
+        rng=draws,
+    )
+
+
+async def calls_at(
+    answers: list[Answer], clock: FakeClock, draws: RandomSource, method: str = "GET"
+) -> tuple[list[float], asyncio.Task[dict[str, Any]]]:
+    session = ScriptedSession(clock, answers)
+    task = asyncio.create_task(client_for(session, clock, draws).request(method, "/api/v1/pods"))
+    await clock.advance(100)
+    return session.times, task
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_an_answer_with_retry_after_is_retried_after_exactly_that_wait(
+    clock: FakeClock, draws: RandomSource, status: int
+) -> None:
+    session = ScriptedSession(clock, [(status, {"Retry-After": "3"}), (200, {})])
+    task = asyncio.create_task(client_for(session, clock, draws).get("/api/v1/pods"))
+    await clock.advance(2.99)
+    assert session.times == [0.0]
+    assert not task.done()
+    await clock.advance(0.01)
+    assert session.times == [0.0, 3.0]
+    assert task.done()
+    assert task.result() == {}
+
+
+async def test_retry_after_is_capped_at_30_seconds(clock: FakeClock, draws: RandomSource) -> None:
+    times, task = await calls_at([(429, {"Retry-After": "3600"}), (200, {})], clock, draws)
+    assert times == [0.0, 30.0]
+    assert task.result() == {}
+
+
+async def test_throttling_without_retry_after_backs_off_with_jitter(
+    clock: FakeClock, draws: RandomSource
+) -> None:
+    times, task = await calls_at([(429, {}), (429, {}), (200, {})], clock, draws)
+    # 0.1 s x 1.5, then 0.2 s x 1.5
+    assert times == pytest.approx([0.0, 0.15, 0.45])
+    assert task.result() == {}
+
+
+async def test_a_dropped_connection_on_a_read_is_retried_after_a_backoff(
+    clock: FakeClock, draws: RandomSource
+) -> None:
+    dropped = aiohttp.ServerDisconnectedError()
+    times, task = await calls_at([dropped, dropped, (200, {})], clock, draws)
+    assert times == pytest.approx([0.0, 0.15, 0.45])
+    assert task.result() == {}
+
+
+async def test_a_dropped_connection_on_a_write_is_not_retried(
+    clock: FakeClock, draws: RandomSource
+) -> None:
+    times, task = await calls_at([aiohttp.ServerDisconnectedError()], clock, draws, "POST")
+    assert times == [0.0]
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        task.result()
+
+
+async def test_a_server_error_without_retry_after_is_final_at_once(
+    clock: FakeClock, draws: RandomSource
+) -> None:
+    times, task = await calls_at([(500, {})], clock, draws)
+    assert times == [0.0]
+    with pytest.raises(ServerError):
+        task.result()
