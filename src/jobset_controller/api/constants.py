@@ -2,7 +2,7 @@
 
 Why a module of its own: label keys, enum values and reasons are read by kubectl, Kueue and
 tools written for the upstream Go controller. A typo here silently breaks them, so every string
-of the contract lives in one place (spec sections 0, 1.2, 2.2, 2.3) and everything else imports
+of the contract lives in one place (docs/behaviour.md sections 1 and 3) and everything else imports
 it instead of retyping it.
 
 Enums are ``StrEnum``s: members compare equal to, and serialise as, the plain wire string.
@@ -19,10 +19,10 @@ LIST_KIND: Final = "JobSetList"
 PLURAL: Final = "jobsets"
 SINGULAR: Final = "jobset"
 
-# The reserved spec.managedBy value meaning "the built-in controller" (spec 2.4, 3.8).
+# The reserved spec.managedBy value meaning "this controller" (docs/behaviour.md#managed-by).
 JOBSET_CONTROLLER_NAME: Final = "jobset.sigs.k8s.io/jobset-controller"
 
-# Labels AND annotations written on child Jobs and their pod templates (spec 2.2).
+# Labels AND annotations on child Jobs and their pod templates (docs/behaviour.md#child-labels).
 JOBSET_NAME_KEY: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_KEY: Final = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB_NAME_KEY: Final = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -38,30 +38,31 @@ GROUP_REPLICAS_KEY: Final = "jobset.sigs.k8s.io/group-replicas"
 JOB_GROUP_INDEX_KEY: Final = "jobset.sigs.k8s.io/job-group-index"
 COORDINATOR_KEY: Final = "jobset.sigs.k8s.io/coordinator"
 
-# Exclusive placement: annotations only, never labels (spec 2.2, 3.10).
+# Exclusive placement: annotations only, never labels (docs/behaviour.md#placement-annotations).
 EXCLUSIVE_KEY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR_STRATEGY_KEY: Final = "alpha.jobset.sigs.k8s.io/node-selector"
 NAMESPACED_JOB_KEY: Final = "alpha.jobset.sigs.k8s.io/namespaced-job"
 NO_SCHEDULE_TAINT_KEY: Final = "alpha.jobset.sigs.k8s.io/no-schedule"
 
-# Written on Pods by the pod webhook or by the in-place restart agent (spec 2.3).
+# Written on Pods by the pod webhook or the in-place restart agent (docs/behaviour.md#pod-labels).
 PRIORITY_KEY: Final = "jobset.sigs.k8s.io/priority"
 IN_PLACE_RESTART_ATTEMPT_KEY: Final = "jobset.sigs.k8s.io/in-place-restart-attempt"
 DISABLE_IN_PLACE_RESTART_KEY: Final = "jobset.sigs.k8s.io/disable-in-place-restart"
 
-# Values of the embedded batch/v1 and core/v1 types that JobSet defaults or checks (spec 1.4, 1.5).
+# Values of the embedded batch/v1 and core/v1 types that JobSet defaults or checks
+# (docs/behaviour.md#defaults, #validation-create).
 INDEXED_COMPLETION: Final = "Indexed"
 NON_INDEXED_COMPLETION: Final = "NonIndexed"
 RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
 POD_REPLACEMENT_POLICY_FAILED: Final = "Failed"
 MAX_INT32: Final = 2_147_483_647
 
-# Upstream's unused restart reason, kept because it is part of the published constants (spec 2.4).
+# Upstream's unused restart reason, kept as a published constant (docs/behaviour.md#pod-labels).
 JOBSET_RESTART_REASON: Final = "Restarting"
 
 
 class FailurePolicyAction(StrEnum):
-    """What the controller does when a failure policy rule matches a failed Job (spec 1.2)."""
+    """What a matching failure policy rule does (docs/behaviour.md#failure-actions)."""
 
     FAIL_JOBSET = "FailJobSet"
     RESTART_JOBSET = "RestartJobSet"
@@ -71,7 +72,7 @@ class FailurePolicyAction(StrEnum):
 
 
 class RestartStrategy(StrEnum):
-    """How a global restart is carried out (spec 1.2, failurePolicy.restartStrategy)."""
+    """How a global restart is carried out (docs/behaviour.md#restarts)."""
 
     RECREATE = "Recreate"
     BLOCKING_RECREATE = "BlockingRecreate"
@@ -79,35 +80,35 @@ class RestartStrategy(StrEnum):
 
 
 class StartupPolicyOrder(StrEnum):
-    """Deprecated startup ordering of replicatedJobs (spec 1.2, StartupPolicy)."""
+    """Deprecated startup ordering of replicatedJobs (docs/behaviour.md#startup-order)."""
 
     ANY_ORDER = "AnyOrder"
     IN_ORDER = "InOrder"
 
 
 class Operator(StrEnum):
-    """Success policy operator: all targeted replicatedJobs, or any one of them (spec 1.2)."""
+    """All targeted replicatedJobs, or any one of them (docs/behaviour.md#success-policy)."""
 
     ALL = "All"
     ANY = "Any"
 
 
 class DependsOnStatus(StrEnum):
-    """The state a dependency must reach before a dependent replicatedJob starts (spec 1.2)."""
+    """What a dependency must reach before its dependant starts (docs/behaviour.md#depends-on)."""
 
     READY = "Ready"
     COMPLETE = "Complete"
 
 
 class RetentionWhenDeleted(StrEnum):
-    """What happens to PVCs created from volumeClaimPolicies when the JobSet goes (spec 1.2)."""
+    """Whether volumeClaimPolicies PVCs outlive the JobSet (docs/behaviour.md#owned-objects)."""
 
     DELETE = "Delete"
     RETAIN = "Retain"
 
 
 class ConditionType(StrEnum):
-    """Condition types the controller writes on a JobSet (spec 4.2)."""
+    """Condition types the controller writes on a JobSet (docs/behaviour.md#condition-catalogue)."""
 
     COMPLETED = "Completed"
     FAILED = "Failed"
@@ -126,14 +127,14 @@ class ConditionStatus(StrEnum):
 
 
 class TerminalState(StrEnum):
-    """Values of status.terminalState once a JobSet has finished (spec 1.3); empty before."""
+    """status.terminalState once a JobSet has finished, empty before (docs/behaviour.md#status)."""
 
     COMPLETED = "Completed"
     FAILED = "Failed"
 
 
 class JobFailureReason(StrEnum):
-    """Job failure reasons a failure policy rule may name in onJobFailureReasons (spec 1.2)."""
+    """Job failure reasons a rule's onJobFailureReasons may name (docs/behaviour.md#spec)."""
 
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"

@@ -5,7 +5,7 @@ server enforces them *before* any webhook runs (a request they reject never reac
 webhook). The webhook checks are ours to implement; these are a courtesy copy. Keeping them apart
 lets the webhook skip them and keeps each module's message sources obvious.
 
-Rules (spec section 1.2), with the API server's rendering of the bad value (``"object"`` or
+Rules (docs/behaviour.md#spec), with the API server's rendering of the bad value (``"object"`` or
 ``"array"``, the CEL type name):
 
 * on ``spec``: startupPolicy InOrder and any dependsOn are mutually exclusive;

@@ -1,4 +1,4 @@
-"""Defaulting: what a JobSet looks like after admission (spec section 1.4).
+"""Defaulting: what a JobSet looks like after admission (docs/behaviour.md#defaults).
 
 Two layers default a JobSet on CREATE, and this module reproduces both, in the API server's order:
 

@@ -4,9 +4,9 @@ Why a frozen dataclass: upstream reads gates from a global inside its helpers, w
 of every decision. Here validation (and later the reconciler) takes a ``FeatureGates`` argument, so
 a test states the gates it runs under and two callers with different gates never interfere.
 
-Gate names, stages and defaults follow spec section 0. ``from_mapping`` accepts the config file's
-``featureGates`` map with upstream's gate names and rejects what upstream's component-base rejects:
-an unknown name, and turning off a gate that is GA and locked to true.
+Gate names, stages and defaults: docs/behaviour.md#feature-gates. ``from_mapping`` accepts the
+config file's ``featureGates`` map with upstream's gate names and rejects what upstream's
+component-base rejects: an unknown name, and turning off a gate that is GA and locked to true.
 """
 
 from collections.abc import Mapping

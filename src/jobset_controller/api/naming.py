@@ -1,4 +1,6 @@
-"""Names the controller generates, shared by validation and the reconciler (spec section 2.1).
+"""Names the controller generates, shared by validation and the reconciler.
+
+See docs/behaviour.md#names.
 
 Why one module: admission rejects a JobSet whose generated names would be invalid, so the webhook
 must compute exactly the names the reconciler will later create. Both import them from here.
@@ -63,7 +65,7 @@ def pvc_name(template_name: str, jobset_name: str) -> str:
 
 
 def job_key(namespace: str, name: str) -> str:
-    """Value of the job-key label: SHA-1 hex of ``<namespace>/<jobName>`` (not SHA-256, spec 8)."""
+    """Value of the job-key label: SHA-1 hex of ``<namespace>/<jobName>`` (not SHA-256)."""
     return hashlib.sha1(f"{namespace}/{name}".encode()).hexdigest()
 
 

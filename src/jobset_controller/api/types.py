@@ -258,7 +258,7 @@ class VolumeClaimPolicy(WireModel):
 
 
 class JobSetSpec(WireModel):
-    """The desired state of a JobSet (spec section 1.2)."""
+    """The desired state of a JobSet (docs/behaviour.md#spec)."""
 
     replicated_jobs: list[ReplicatedJob] = Field(default_factory=list)
     network: Network | None = None
@@ -287,7 +287,7 @@ class Condition(WireModel):
 
 
 class ReplicatedJobStatus(WireModel):
-    """Counts of the current attempt's child Jobs of one replicatedJob (spec 1.3)."""
+    """Counts of the current attempt's Jobs of one replicatedJob (docs/behaviour.md#status)."""
 
     name: str
     ready: StrictInt
@@ -300,7 +300,7 @@ class ReplicatedJobStatus(WireModel):
 
 
 class JobSetStatus(WireModel):
-    """The observed state of a JobSet (spec 1.3)."""
+    """The observed state of a JobSet (docs/behaviour.md#status)."""
 
     conditions: list[Condition] = Field(default_factory=list)
     restarts: StrictInt = 0

@@ -1,4 +1,6 @@
-"""How a condition is written into ``status.conditions`` (spec 4.1), as a table.
+"""How a condition is written into ``status.conditions``, as a table.
+
+See docs/behaviour.md#condition-rules.
 
 Setting a condition compares it with the one of the same type already there and looks the
 relation up in ``WRITE_RULES``:
@@ -47,7 +49,7 @@ class NewCondition:
 
     @property
     def event_type(self) -> EventType:
-        """Normal or Warning, from the condition catalogue (spec 4.2)."""
+        """Normal or Warning, from the catalogue (docs/behaviour.md#condition-catalogue)."""
         return EVENT_TYPE_OF_CONDITION.get((self.type, self.status), WARNING)
 
 
@@ -69,7 +71,7 @@ class Write(enum.Enum):
     REPLACE_NEW_TIME = "replace, lastTransitionTime now"
 
 
-# (relation, new status is True) -> write (spec 4.1).
+# (relation, new status is True) -> write (docs/behaviour.md#condition-rules).
 WRITE_RULES: Final[Mapping[tuple[Relation, bool], Write]] = MappingProxyType(
     {
         (Relation.ABSENT, True): Write.APPEND,

@@ -1,4 +1,4 @@
-"""The per-replicatedJob counts of ``status.replicatedJobsStatus`` (spec 1.3).
+"""The per-replicatedJob counts of ``status.replicatedJobsStatus`` (docs/behaviour.md#status).
 
 Only Jobs of the current attempt count (previous Jobs are on their way out), and only Jobs whose
 ``replicatedjob-name`` label names a replicatedJob of the spec. Every replicatedJob of the spec

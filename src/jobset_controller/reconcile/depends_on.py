@@ -1,4 +1,6 @@
-"""dependsOn: a replicatedJob starts once the ones it names reach a status (spec 1.2, 3.6).
+"""dependsOn: a replicatedJob starts once the ones it names reach a status.
+
+See docs/behaviour.md#depends-on.
 
 ``Ready``: every Job of the dependency is ready or finished (``ready + failed + succeeded ==
 replicas``). ``Complete``: every Job of the dependency succeeded. All listed dependencies must be

@@ -1,4 +1,6 @@
-"""The complete manifest of a child Job, built from its replicatedJob's template (spec 2.2).
+"""The complete manifest of a child Job, built from its replicatedJob's template.
+
+See docs/behaviour.md#child-labels.
 
 The Job starts as a copy of the replicatedJob's Job template (its metadata contributes labels and
 annotations only), then the controller:

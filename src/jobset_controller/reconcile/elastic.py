@@ -1,4 +1,6 @@
-"""Elastic JobSets: propagate changed parallelism/completions to the Jobs (spec 3.12, 3.3).
+"""Elastic JobSets: propagate changed parallelism/completions to the Jobs.
+
+See docs/behaviour.md#elastic.
 
 Behind the ElasticJobSet gate, admission lets a live JobSet change ``parallelism`` and
 ``completions`` of an Indexed replicatedJob (kept equal, at least 1). Every active Job whose

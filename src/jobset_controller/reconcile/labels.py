@@ -1,4 +1,6 @@
-"""The labels and annotations every child Job and its pod template carry (spec 2.2).
+"""The labels and annotations every child Job and its pod template carry.
+
+See docs/behaviour.md#child-labels.
 
 The same key/value set is written as labels AND as annotations, on the Job and on its pod template
 (so Pods inherit it). Indices count Jobs across the JobSet: the global index runs over all

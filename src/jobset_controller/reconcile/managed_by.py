@@ -1,4 +1,4 @@
-"""spec.managedBy: whose JobSet this is (spec 3.8).
+"""spec.managedBy: whose JobSet this is (docs/behaviour.md#managed-by).
 
 Unset, or the reserved ``jobset.sigs.k8s.io/jobset-controller``, means this controller's. Any
 other value (Kueue's MultiKueue, for one) means another controller runs it: this one creates

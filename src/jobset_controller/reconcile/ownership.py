@@ -1,4 +1,6 @@
-"""The controller ownerReference every object the JobSet creates carries (spec 2.2, 2.4).
+"""The controller ownerReference every object the JobSet creates carries.
+
+See docs/behaviour.md#owned-objects.
 
 It makes the JobSet the controller owner (child events enqueue it; children are listed by its UID)
 and lets garbage collection remove the children with it; ``blockOwnerDeletion`` makes a

@@ -1,4 +1,4 @@
-"""Exclusive placement: one child Job per topology domain (spec 3.10).
+"""Exclusive placement: one child Job per topology domain (docs/behaviour.md#exclusive-placement).
 
 A JobSet asks for it with the ``alpha.jobset.sigs.k8s.io/exclusive-topology: <node label key>``
 annotation. Two strategies put the Job's pods into a domain of their own:

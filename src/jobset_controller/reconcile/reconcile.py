@@ -1,4 +1,4 @@
-"""One reconcile pass: the steps of spec 3.3 in their order, one named helper per step.
+"""One reconcile pass: the steps of docs/behaviour.md#reconcile-order, one helper per step.
 
     1. being deleted                 -> empty Plan (garbage collection does the rest)
     2. managed by another controller -> empty Plan

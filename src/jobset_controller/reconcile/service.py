@@ -1,4 +1,4 @@
-"""The headless Service that gives the JobSet's pods stable DNS names (spec 2.4, 3.10).
+"""The headless Service that gives the JobSet's pods stable DNS names (docs/behaviour.md#network).
 
 Only with DNS hostnames enabled. It is named after the subdomain, selects every pod of the JobSet
 and publishes not-ready addresses by default, so peers resolve each other before readiness. An

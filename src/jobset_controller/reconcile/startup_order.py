@@ -1,4 +1,4 @@
-"""The deprecated InOrder startup policy (spec 3.6, 3.7; superseded by dependsOn).
+"""The deprecated InOrder startup policy (docs/behaviour.md#startup-order; superseded by dependsOn).
 
 With ``startupPolicyOrder: InOrder`` the replicatedJobs start one after the other, in spec order:
 the next one is created (or resumed) only once every Job of the previous one has "started", which

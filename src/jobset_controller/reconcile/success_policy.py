@@ -1,4 +1,4 @@
-"""When a JobSet succeeds (spec 3.5).
+"""When a JobSet succeeds (docs/behaviour.md#success-policy).
 
 Evaluated only when the current attempt has succeeded Jobs and no failed ones. A succeeded Job
 counts when it belongs to a targeted replicatedJob (no targets: every Job counts). ``Any`` needs

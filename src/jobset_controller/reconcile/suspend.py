@@ -1,4 +1,4 @@
-"""Suspend and resume (spec 3.7), the way Kueue admits and preempts JobSets.
+"""Suspend and resume (docs/behaviour.md#suspend), the way Kueue admits and preempts JobSets.
 
 **Suspended JobSet**: every active Job not yet suspended gets ``suspend: true``; then
 ``Suspended=True`` (SuspendedJobs) and ``RestartingJobSet=False`` (JobSetSuspended).

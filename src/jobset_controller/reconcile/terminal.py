@@ -1,4 +1,6 @@
-"""How a JobSet finishes: the Completed and Failed outcomes (spec 3.4, 3.5, 4.2).
+"""How a JobSet finishes: the Completed and Failed outcomes.
+
+See docs/behaviour.md#failure-actions, #success-policy.
 
 Both are written the same way: the terminal condition (its event queued for after the status
 write), ``RestartingJobSet=False`` explaining why the restart is over (effective only when a

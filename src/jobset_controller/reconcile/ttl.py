@@ -1,4 +1,4 @@
-"""ttlSecondsAfterFinished: delete a finished JobSet once its time is up (spec 3.9).
+"""ttlSecondsAfterFinished: delete a finished JobSet once its time is up (docs/behaviour.md#ttl).
 
 The JobSet finished when its first Completed=True or Failed=True condition was set (its
 ``lastTransitionTime``). From ``finish + ttl`` on, the JobSet is deleted (foreground, so it goes

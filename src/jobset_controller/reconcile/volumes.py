@@ -1,4 +1,6 @@
-"""Volume claim policies: the PVCs a JobSet shares, and the volumes that mount them (spec 2.2, 2.4).
+"""Volume claim policies: the PVCs a JobSet shares, and the volumes that mount them.
+
+See docs/behaviour.md#owned-objects.
 
 Each template of ``spec.volumeClaimPolicies`` becomes one PVC named ``<template>-<jobset>``, owned
 by the JobSet (so garbage-collected with it) only when its retention policy is Delete. Every child

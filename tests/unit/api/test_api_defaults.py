@@ -1,4 +1,7 @@
-"""Defaulting (spec 1.4): every default, only when absent, marked set, idempotent, pure."""
+"""Defaulting: every default, only when absent, marked set, idempotent, pure.
+
+See docs/behaviour.md#defaults.
+"""
 
 import copy
 from collections.abc import Callable, Mapping

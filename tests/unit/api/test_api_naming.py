@@ -1,4 +1,7 @@
-"""Generated names (spec 2.1) and apimachinery's name checks with their exact message texts."""
+"""Generated names and apimachinery's name checks with their exact message texts.
+
+See docs/behaviour.md#names.
+"""
 
 import hashlib
 

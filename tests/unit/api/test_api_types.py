@@ -33,8 +33,8 @@ from jobset_controller.api import (
     VolumeMount,
 )
 
-# Every field of spec sections 1.2 and 1.3 (and the template fields we type): model, attribute,
-# wire name. The wire names are the contract.
+# Every field of docs/behaviour.md#spec and #status (and the template fields we type): model,
+# attribute, wire name. The wire names are the contract.
 WIRE_NAMES: list[tuple[type[BaseModel], str, str]] = [
     (JobSet, "api_version", "apiVersion"),
     (JobSet, "kind", "kind"),

@@ -1,5 +1,6 @@
-"""CREATE validation (spec 1.5 and the CRD's create-time CEL rules): every message, its field path,
-its kind and its position in upstream's order; valid JobSets produce no error."""
+"""CREATE validation (docs/behaviour.md#validation-create and the CRD's create-time CEL rules):
+every message, its field path, its kind and its position in upstream's order; valid JobSets
+produce no error."""
 
 from collections.abc import Callable, Mapping
 from typing import Any

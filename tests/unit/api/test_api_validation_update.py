@@ -1,5 +1,5 @@
-"""UPDATE validation (spec 1.6 and the CRD's transition rules): what may change, what may not,
-and the messages for each refusal."""
+"""UPDATE validation (docs/behaviour.md#validation-update and the CRD's transition rules): what
+may change, what may not, and the messages for each refusal."""
 
 from collections.abc import Callable, Mapping
 from typing import Any

@@ -1,4 +1,7 @@
-"""Sorting child Jobs into previous / active / succeeded / failed (spec 3.2)."""
+"""Sorting child Jobs into previous / active / succeeded / failed.
+
+See docs/behaviour.md#classification.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Condition write rules (spec 4.1), driven from the WRITE_RULES table, and the catalogue."""
+"""Condition write rules, driven from the WRITE_RULES table, and the catalogue.
+
+See docs/behaviour.md#condition-rules.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The child Job manifest: spec overrides, ownership, placement and volumes (spec 2.2, 3.10)."""
+"""The child Job manifest: spec overrides, ownership, placement and volumes.
+
+See docs/behaviour.md#child-labels.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The failure policy: rule matching, actions, max restarts, restart strategies (spec 3.4)."""
+"""The failure policy: rule matching, actions, max restarts, restart strategies.
+
+See docs/behaviour.md#failure-policy.
+"""
 
 from __future__ import annotations
 

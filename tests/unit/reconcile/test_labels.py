@@ -1,4 +1,7 @@
-"""The label/annotation set on every child Job and its pod template (spec 2.2)."""
+"""The label/annotation set on every child Job and its pod template.
+
+See docs/behaviour.md#child-labels.
+"""
 
 from __future__ import annotations
 

@@ -242,7 +242,7 @@ def snapshot_of(kit: Kit, scenario: Scenario) -> Snapshot:
 
 
 def is_current(snapshot: Snapshot, job: Any) -> bool:
-    """Independent restatement of spec 3.2: the Job belongs to the current attempt."""
+    """Restates docs/behaviour.md#classification: the Job belongs to the current attempt."""
     labels = job["metadata"]["labels"]
     status = snapshot.jobset.status
     if int(labels[RESTARTS_KEY]) < status.restarts:

@@ -1,4 +1,4 @@
-"""The headless Service and the volume-claim PVCs (spec 2.4, 3.3 steps 11-12)."""
+"""The headless Service and the volume-claim PVCs (docs/behaviour.md#owned-objects)."""
 
 from __future__ import annotations
 

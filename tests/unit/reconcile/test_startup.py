@@ -1,4 +1,7 @@
-"""InOrder startup and dependsOn: which replicatedJobs are created when (spec 3.6)."""
+"""InOrder startup and dependsOn: which replicatedJobs are created when.
+
+See docs/behaviour.md#job-creation.
+"""
 
 from __future__ import annotations
 

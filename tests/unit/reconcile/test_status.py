@@ -1,4 +1,7 @@
-"""replicatedJobsStatus counts, status rendering and the write/no-write decision (spec 1.3)."""
+"""replicatedJobsStatus counts, status rendering and the write/no-write decision.
+
+See docs/behaviour.md#status.
+"""
 
 from __future__ import annotations
 

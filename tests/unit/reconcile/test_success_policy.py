@@ -1,4 +1,7 @@
-"""The success policy: operators, targets, and what completing does (spec 3.5)."""
+"""The success policy: operators, targets, and what completing does.
+
+See docs/behaviour.md#success-policy.
+"""
 
 from __future__ import annotations
 

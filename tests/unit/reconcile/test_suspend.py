@@ -1,4 +1,4 @@
-"""Suspend and resume, with the Kueue-style pod template merge (spec 3.7)."""
+"""Suspend and resume, with the Kueue-style pod template merge (docs/behaviour.md#suspend)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ttlSecondsAfterFinished (spec 3.9) and elastic parallelism/completions (spec 3.12)."""
+"""ttlSecondsAfterFinished and elastic parallelism/completions (docs/behaviour.md#ttl, #elastic)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The informer's list/watch loop against an in-memory stand-in for its client (machinery.md 1.9):
+"""The informer's list/watch loop, following client-go's reflector, against an in-memory client:
 which resourceVersion each request uses, when it relists, and when it backs off."""
 
 from __future__ import annotations
