@@ -1,4 +1,4 @@
-"""Admission validation of JobSets: the validating webhook's checks (spec sections 1.5 and 1.6).
+"""Admission validation of JobSets: the validating webhook's checks (docs/behaviour.md#validation).
 
 Why pure functions over an object: the webhook, the CLI and SDK users all need the same answer,
 and none of them should need a cluster for it. The only outside fact a check needs (which PVCs
@@ -10,7 +10,7 @@ Contract:
   It expects the object as admission sees it (callers default first, see ``defaults``), but reads
   an absent field as its default, so a non-defaulted object never crashes it and gives the same
   answer as after defaulting.
-* ``validate_update`` runs the UPDATE checks only; create-time checks are not repeated (spec 8.11).
+* ``validate_update`` runs the UPDATE checks only; create-time checks are not repeated.
 * Both start with the CRD's CEL rules (``crd_rules``): the API server enforces those before the
   webhook, so the webhook itself may skip them.
 * Message texts are upstream's exactly. Upstream reports some failures as plain errors without a
@@ -119,8 +119,8 @@ _MAX_RULE_NAME_LENGTH: Final = 128
 _RULE_NAME_PATTERN: Final = "[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?"
 _VALID_FAILURE_REASONS: Final = frozenset(reason.value for reason in JobFailureReason)
 
-# Pod template fields Kueue may rewrite while a JobSet is (or is becoming) suspended (spec 1.6),
-# as paths below a replicatedJob's wire dict.
+# Pod template fields Kueue may rewrite while a JobSet is (or is becoming) suspended
+# (docs/behaviour.md#validation-update), as paths below a replicatedJob's wire dict.
 _SUSPENDED_MUTABLE_PATHS: Final = (
     ("template", "spec", "template", "metadata", "labels"),
     ("template", "spec", "template", "metadata", "annotations"),
@@ -637,7 +637,7 @@ def _check_existing_pvc(
 def validate_update(
     old: JobSet, new: JobSet, *, features: FeatureGates = DEFAULT_FEATURES
 ) -> list[FieldError]:
-    """All errors admission reports when ``old`` is updated to ``new`` (spec 1.6).
+    """Admission errors when ``old`` is updated to ``new`` (docs/behaviour.md#validation-update).
 
     replicatedJobs are immutable except for the carve-outs (elastic parallelism/completions with
     the ElasticJobSet gate; five pod-template fields while old or new is suspended), and managedBy
@@ -686,7 +686,7 @@ def _full_dump(rjob: ReplicatedJob) -> dict[str, Any]:
 def _mutable_paths(
     old: JobSet, new: JobSet, rjob: ReplicatedJob, features: FeatureGates
 ) -> list[tuple[str, ...]]:
-    """Paths of a replicatedJob exempt from the immutability check (spec 1.6 steps 1 and 2)."""
+    """Paths exempt from the immutability check (docs/behaviour.md#validation-update, 1 and 2)."""
     paths: list[tuple[str, ...]] = []
     if features.elastic_job_set and _is_indexed(rjob):
         paths += _ELASTIC_MUTABLE_PATHS

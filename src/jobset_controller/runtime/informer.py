@@ -1,7 +1,7 @@
 """An informer: one resource's objects kept in memory by LIST then WATCH, with indexes.
 
 Why our own: the official client's Watch and SharedInformer can stop or hang silently, relist
-from etcd, skip bookmarks and spin without backoff (machinery.md 6.2-6.3). This loop follows
+from etcd, skip bookmarks and spin without backoff (seen in kubernetes 36 and 37). This loop follows
 client-go's reflector instead:
 
 1. LIST (resourceVersion "0": served by the apiserver's cache) and replace the store; objects

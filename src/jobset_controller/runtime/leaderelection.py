@@ -2,7 +2,7 @@
 
 Why our own: the Python client's elector judges expiry by the wall clock, has no jitter, no fast
 path, never counts leaseTransitions, cannot release, and keeps the process running when
-leadership is lost (machinery.md 4.4). The rules here:
+leadership is lost (checked on kubernetes 36 and 37). The rules here:
 
 - Expiry is judged on the local MONOTONIC clock from the moment this process last saw the Lease
   record change, never from the renewTime written in it, so clock offsets between nodes are

@@ -1,7 +1,7 @@
 """Event-loop lag: how late a timer fires, measured continuously.
 
-Why: everything in this controller shares one asyncio loop (architecture.md, "Concurrency
-model"). Synchronous CPU work (a big relist parse, a full GC with a large cache, a slow
+Why: everything in this controller shares one asyncio loop in one thread. Synchronous CPU work
+(a big relist parse, a full GC with a large cache, a slow
 reconcile) freezes every watch, the probes and the lease renewal at once. The lag of a periodic
 wake-up is the direct measure of such a stall: if a sleep of `interval` seconds returns `lag`
 seconds late, nothing else on the loop could run during that time either.

@@ -1,6 +1,6 @@
 """Worker tasks: take a key from the queue, reconcile it, decide what happens to the key next.
 
-The rules are controller-runtime's (machinery.md 3.5), so behaviour and metrics match upstream:
+The rules are controller-runtime's, so behaviour and metrics match upstream:
 
 - success: `forget` the key (its backoff resets);
 - success with `requeue_after`: forget, then `add_after(requeue_after)`;
