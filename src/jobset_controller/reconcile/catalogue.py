@@ -96,6 +96,7 @@ IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE: Final = (
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
 FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"
+RESTART_JOB_TOO_MANY_REPLICAS_EVENT: Final = "RestartJobTooManyReplicas"
 # Warning event of a JobSet the controller cannot parse (the controller glue emits it, no retry).
 INVALID_JOBSET_EVENT: Final = "InvalidJobSet"
 

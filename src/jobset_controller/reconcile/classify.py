@@ -154,12 +154,14 @@ def _is_previous_job_attempt(
     if rjob_name not in replicas:
         # Not a replicatedJob of the spec: there is no target, so nothing is outdated.
         return False
-    targets = list(job_restarts.get(rjob_name, ())) or [0] * replicas[rjob_name]
-    if not 0 <= job_index < len(targets):
+    # An absent or empty array means all zeros, one per replica; read without building it, so a
+    # child costs the same whatever the replicas.
+    targets = job_restarts.get(rjob_name) or ()
+    if not 0 <= job_index < (len(targets) or replicas[rjob_name]):
         return InvalidChild(
             name, f"label {JOB_INDEX_KEY}={job_index} is out of range for {rjob_name}"
         )
-    return job_attempt < targets[job_index]
+    return job_attempt < (targets[job_index] if job_index < len(targets) else 0)
 
 
 def _bad_label(name: str, key: str, labels: Mapping[str, str]) -> InvalidChild:

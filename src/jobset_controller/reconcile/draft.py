@@ -8,12 +8,57 @@ way upstream collects events on its status-update record.
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from jobset_controller.api import JobSetStatus
 from jobset_controller.reconcile.conditions import Conditions, NewCondition, is_true, set_condition
 from jobset_controller.reconcile.counts import ReplicatedJobCounts
 from jobset_controller.reconcile.plan import Event
+
+
+@dataclass(frozen=True)
+class IndexCounts:
+    """One replicatedJob's per-Job-index counters (``jobRestarts`` or its countTowardsMax twin).
+
+    Why sparse: ``replicas`` is a number in the spec (up to the int32 range) and a pass must cost
+    what the existing objects cost, not what the spec says. Only the non-zero counters are held,
+    so reading one index, counting a restart and summing cost nothing per replica. ``length`` is
+    the length of the status array, kept so the array is rendered back exactly as it was read; a
+    restart stretches it to one entry per replica, as upstream's array has, which only happens
+    with a RestartJob action and so at most ``MAX_JOB_RESTART_REPLICAS`` entries.
+
+    Attributes:
+        length: Entries of the status array (0: the array is absent).
+        nonzero: Job index -> counter, for the counters that are not zero.
+    """
+
+    length: int = 0
+    nonzero: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def from_status(cls, values: Sequence[int]) -> "IndexCounts":
+        """The counters of a status array (bounded by the API's maxItems)."""
+        nonzero = {index: value for index, value in enumerate(values) if value}
+        return cls(len(values), MappingProxyType(nonzero))
+
+    def at(self, index: int) -> int:
+        """The counter of Job ``index`` (0 when the array does not reach it)."""
+        return self.nonzero.get(index, 0)
+
+    def incremented(self, index: int, replicas: int) -> "IndexCounts":
+        """One more for Job ``index``; the array then has at least ``replicas`` entries."""
+        nonzero = dict(self.nonzero)
+        nonzero[index] = nonzero.get(index, 0) + 1
+        return IndexCounts(max(self.length, replicas, index + 1), MappingProxyType(nonzero))
+
+    def total(self) -> int:
+        """The sum of all counters."""
+        return sum(self.nonzero.values())
+
+    def as_list(self) -> list[int]:
+        """The status array."""
+        return [self.nonzero.get(index, 0) for index in range(self.length)]
 
 
 @dataclass(frozen=True)
@@ -37,8 +82,8 @@ class StatusDraft:
     restarts_count_towards_max: int
     terminal_state: str
     replicated_jobs: tuple[ReplicatedJobCounts, ...]
-    job_restarts: Mapping[str, tuple[int, ...]]
-    job_restarts_count_towards_max: Mapping[str, tuple[int, ...]]
+    job_restarts: Mapping[str, IndexCounts]
+    job_restarts_count_towards_max: Mapping[str, IndexCounts]
     now: str
     events: tuple[Event, ...] = ()
 
@@ -56,14 +101,16 @@ class StatusDraft:
         ``carry_job_restarts`` (the RestartJob gate) keeps the per-index restart arrays; without
         the gate they are dropped, as upstream drops them.
         """
-        job_restarts: dict[str, tuple[int, ...]] = {}
-        towards_max: dict[str, tuple[int, ...]] = {}
+        job_restarts: dict[str, IndexCounts] = {}
+        towards_max: dict[str, IndexCounts] = {}
         if carry_job_restarts:
             for entry in status.replicated_jobs_status:
                 if entry.job_restarts:
-                    job_restarts[entry.name] = tuple(entry.job_restarts)
+                    job_restarts[entry.name] = IndexCounts.from_status(entry.job_restarts)
                 if entry.job_restarts_count_towards_max:
-                    towards_max[entry.name] = tuple(entry.job_restarts_count_towards_max)
+                    towards_max[entry.name] = IndexCounts.from_status(
+                        entry.job_restarts_count_towards_max
+                    )
         return cls(
             conditions=tuple(condition.to_dict() for condition in status.conditions),
             restarts=status.restarts,
@@ -91,14 +138,10 @@ class StatusDraft:
         """A condition of that type is True in the draft."""
         return is_true(self.conditions, condition_type)
 
-    def job_restarts_of(self, rjob_name: str, replicas: int) -> tuple[int, ...]:
-        """``jobRestarts`` of one replicatedJob, materialised as ``replicas`` zeros if unset."""
-        return _padded(self.job_restarts.get(rjob_name, ()), replicas)
+    def job_restarts_of(self, rjob_name: str) -> IndexCounts:
+        """``jobRestarts`` of one replicatedJob (all zero if unset)."""
+        return self.job_restarts.get(rjob_name, IndexCounts())
 
-    def job_restarts_count_towards_max_of(self, rjob_name: str, replicas: int) -> tuple[int, ...]:
-        """``jobRestartsCountTowardsMax`` of one replicatedJob, zeros if unset."""
-        return _padded(self.job_restarts_count_towards_max.get(rjob_name, ()), replicas)
-
-
-def _padded(values: tuple[int, ...], length: int) -> tuple[int, ...]:
-    return values + (0,) * (length - len(values)) if len(values) < length else values
+    def job_restarts_count_towards_max_of(self, rjob_name: str) -> IndexCounts:
+        """``jobRestartsCountTowardsMax`` of one replicatedJob (all zero if unset)."""
+        return self.job_restarts_count_towards_max.get(rjob_name, IndexCounts())

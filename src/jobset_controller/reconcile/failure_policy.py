@@ -32,6 +32,7 @@ from jobset_controller.api import (
     FailurePolicyAction,
     FailurePolicyRule,
 )
+from jobset_controller.api.constants import MAX_JOB_RESTART_REPLICAS
 from jobset_controller.api.message_patterns import pattern_finds_match
 from jobset_controller.reconcile.catalogue import (
     DEFAULT_FAILURE_POLICY_REASON,
@@ -48,6 +49,7 @@ from jobset_controller.reconcile.catalogue import (
     RESTART_JOB_ACTION_MESSAGE,
     RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT,
     RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_MESSAGE,
+    RESTART_JOB_TOO_MANY_REPLICAS_EVENT,
     RESTART_JOBSET_ACTION_EVENT,
     RESTART_JOBSET_ACTION_MESSAGE,
     RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT,
@@ -182,7 +184,7 @@ def restarts_towards_max(draft: StatusDraft, *, restart_job_gate: bool) -> int:
     """Restarts counted against maxRestarts: global ones, plus per-Job ones with the gate."""
     total = draft.restarts_count_towards_max
     if restart_job_gate:
-        total += sum(sum(values) for values in draft.job_restarts_count_towards_max.values())
+        total += sum(counts.total() for counts in draft.job_restarts_count_towards_max.values())
     return total
 
 
@@ -266,6 +268,16 @@ def _job_position(context: _Context) -> tuple[str, int] | Blocked:
             f'child job "{name_of(job)}" cannot be restarted: its labels '
             f"{REPLICATED_JOB_NAME_KEY} and {JOB_INDEX_KEY} do not name a Job of the spec",
         )
+    if replicas > MAX_JOB_RESTART_REPLICAS:
+        # Admission refuses this (RestartJob rules need replicas <= the bound) but a rule added by
+        # a later update is not checked again. The per-index arrays could not be written (the API
+        # caps them at the bound), and building one would cost time per replica; do neither.
+        return Blocked(
+            RESTART_JOB_TOO_MANY_REPLICAS_EVENT,
+            f"failure policy action {context.match.action.value} cannot restart "
+            f'"{name_of(job)}": replicated job {rjob_name} has {replicas} replicas, more than '
+            f"the {MAX_JOB_RESTART_REPLICAS} a per-job restart can track",
+        )
     return rjob_name, job_index
 
 
@@ -280,11 +292,11 @@ def _restart_job(
         return _fail_for_max_restarts(context, draft)
     replicas = context.replicas[rjob_name]
     job_restarts = dict(draft.job_restarts)
-    job_restarts[rjob_name] = _incremented(draft.job_restarts_of(rjob_name, replicas), job_index)
+    job_restarts[rjob_name] = draft.job_restarts_of(rjob_name).incremented(job_index, replicas)
     towards_max = dict(draft.job_restarts_count_towards_max)
     if counts_towards_max:
-        current = draft.job_restarts_count_towards_max_of(rjob_name, replicas)
-        towards_max[rjob_name] = _incremented(current, job_index)
+        current = draft.job_restarts_count_towards_max_of(rjob_name)
+        towards_max[rjob_name] = current.incremented(job_index, replicas)
         base, event_reason = RESTART_JOB_ACTION_MESSAGE, RESTART_JOB_ACTION_EVENT
     else:
         base = RESTART_JOB_AND_IGNORE_MAX_RESTARTS_ACTION_MESSAGE
@@ -304,11 +316,7 @@ def _restart_job_ignoring_max(context: _Context, draft: StatusDraft) -> StatusDr
     return _restart_job(context, draft, counts_towards_max=False)
 
 
-def _incremented(values: tuple[int, ...], index: int) -> tuple[int, ...]:
-    return (*values[:index], values[index] + 1, *values[index + 1 :])
-
-
-# Failure policy action -> what it does to the status (spec 3.4, table of actions).
+# Failure policy action -> what it does to the status (docs/behaviour.md#failure-actions).
 ACTION_APPLIERS: Final[
     Mapping[FailurePolicyAction, Callable[[_Context, StatusDraft], StatusDraft | Blocked]]
 ] = MappingProxyType(

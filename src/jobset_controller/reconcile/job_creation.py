@@ -76,7 +76,7 @@ def plan_job_creation(view: JobSetView, draft: StatusDraft) -> Creation:
                 return Creation(tuple(jobs), draft, truncated=True)
             attempt = None
             if view.features.restart_job:
-                attempt = draft.job_restarts_of(rjob.name, rjob.replicas)[job_index]
+                attempt = draft.job_restarts_of(rjob.name).at(job_index)
             jobs.append(
                 construct_job(
                     js, rjob, job_index, restarts=draft.restarts, job_restart_attempt=attempt

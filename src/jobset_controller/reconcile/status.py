@@ -14,7 +14,7 @@ steady JobSet writes nothing, whatever order or spelling its stored status has.
 from collections.abc import Mapping
 from typing import Any
 
-from jobset_controller.reconcile.draft import StatusDraft
+from jobset_controller.reconcile.draft import IndexCounts, StatusDraft
 
 # Per-replicatedJob arrays of the RestartJob gate, with the draft field that holds each.
 _JOB_RESTART_ARRAYS = (
@@ -45,8 +45,9 @@ def render_status(
             suspended=counts.suspended,
         )
         for key, attribute in _JOB_RESTART_ARRAYS:
-            values: Mapping[str, tuple[int, ...]] = getattr(draft, attribute)
-            _set_or_drop(entry, key, list(values.get(counts.name, ())) if job_restarts_gate else [])
+            by_name: Mapping[str, IndexCounts] = getattr(draft, attribute)
+            index_counts = by_name.get(counts.name) if job_restarts_gate else None
+            _set_or_drop(entry, key, index_counts.as_list() if index_counts else [])
         entries.append(entry)
     _set_or_drop(out, "replicatedJobsStatus", entries)
     return out
