@@ -16,6 +16,11 @@ Lifecycle of `Manager.run()` (controller-runtime's order and guarantees):
    Kubernetes' default 30 s termination grace period. Losing the lease while draining exits 1.
    On lost leadership: stop at once and exit 1 so the process restarts clean (there is no
    fencing; a deposed leader must not write). On a cache that never syncs: exit 1.
+
+Each step is one method of `Manager` (a phase): `run` only lists them in order. A phase registers
+what it opens on the run's exit stack and what it runs in the background on the run's task set;
+on any exit the tasks are cancelled first, then the stack unwinds in reverse. Every wait is
+measured on the manager's one Clock, which it also hands to every runtime piece it builds.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -42,7 +47,7 @@ from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.controller.resources import PVCS
 from jobset_controller.runtime.client import ClientSettings, KubeClient, NotFound
-from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock, wait_for
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
 from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
 from jobset_controller.runtime.leaderelection import (
@@ -57,6 +62,8 @@ from jobset_controller.runtime.workqueue import WorkQueue
 from jobset_controller.webhook.server import WebhookServer
 
 log = structlog.get_logger("manager")
+
+T = TypeVar("T")
 
 CONTROLLER_NAME = "jobset"
 # Bounds of a graceful shutdown, together under Kubernetes' default 30 s grace period.
@@ -91,6 +98,49 @@ def leader_election_namespace(configured: str) -> str:
         return _SA_NAMESPACE_FILE.read_text().strip()
     except OSError:
         return "default"
+
+
+class _Exit(Exception):
+    """Raised by a phase of `Manager.run` to end the run with `code` (after teardown)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What `Manager._build` constructs and the later phases run."""
+
+    controller: JobSetController
+    queue: WorkQueue[str]
+    recorder: EventRecorder
+    workers: Workers
+    webhook: WebhookServer | None
+    lag: LoopLagMonitor
+
+
+class _Tasks:
+    """The run's background tasks; leaving the context cancels them all and awaits them."""
+
+    def __init__(self) -> None:
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def __aenter__(self) -> _Tasks:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.cancel_all()
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.append(task)
+        return task
+
+    async def cancel_all(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 class Manager:
@@ -130,9 +180,35 @@ class Manager:
         self.stop_requested.set()
 
     async def run(self) -> int:
-        """Run until stopped; returns the process exit code."""
+        """Run until stopped; returns the process exit code.
+
+        Each phase below starts one part of the lifecycle (module docstring). What it opens
+        (clients, servers) it registers on `stack`, released in reverse order; what it runs in
+        the background it spawns on `tasks`. However the run ends, every task is cancelled first
+        (a deposed leader's workers stop before anything else happens), then `stack` unwinds.
+        A phase that must end the run raises `_Exit` with the exit code. A new part of the
+        process (another server, another controller) is one more phase here.
+        """
+        try:
+            async with contextlib.AsyncExitStack() as stack, _Tasks() as tasks:
+                client = await self._connect(stack)
+                parts = self._build(client)
+                await self._serve(stack, parts)
+                self._start_background(tasks, parts)
+                await self._sync_caches(parts)
+                renew = await self._lead(stack, tasks)
+                working = tasks.spawn(parts.workers.run(), "workers")
+                await self._work_until_stopped(working, renew)
+                await self._drain(parts, working, renew)
+                await self._flush_events(parts.recorder)
+                return 0
+        except _Exit as end:
+            return end.code
+
+    # ------------------------------------------------------------------------ phases
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> KubeClient:
+        """The API client every part shares (closed last)."""
         opts = self.options
-        features = FeatureGates.from_mapping(opts.config.feature_gates)
         try:
             client = await KubeClient.connect(
                 kubeconfig=opts.kubeconfig,
@@ -145,7 +221,14 @@ class Manager:
             )
         except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
             log.error("cannot load cluster credentials", error=str(problem))
-            return 1
+            raise _Exit(1) from problem
+        stack.push_async_callback(client.close)
+        return client
+
+    def _build(self, client: KubeClient) -> _Parts:
+        """Construct the controller's pieces; nothing runs or listens yet."""
+        opts = self.options
+        features = FeatureGates.from_mapping(opts.config.feature_gates)
         queue: WorkQueue[str] = WorkQueue(
             CONTROLLER_NAME,
             clock=self.clock,
@@ -165,7 +248,6 @@ class Manager:
             recorder=recorder,
             features=features,
         )
-        informers = self.controller.informers
         webhook = self._webhook_server(client, features)
         self.health.add_liveness_check("ping", lambda: True)
         self.health.add_readiness_check("informers", self.caches_synced)
@@ -178,118 +260,140 @@ class Manager:
             object_label="jobset",
             clock=self.clock,
         )
-        self.lag = lag = LoopLagMonitor(clock=self.clock, registry=self.registry)
-        background: list[asyncio.Task[Any]] = []
-        lease_client: KubeClient | None = None
+        self.lag = LoopLagMonitor(clock=self.clock, registry=self.registry)
+        return _Parts(
+            controller=self.controller,
+            queue=queue,
+            recorder=recorder,
+            workers=workers,
+            webhook=webhook,
+            lag=self.lag,
+        )
 
-        def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-            task = asyncio.create_task(coro, name=name)
-            background.append(task)
-            return task
+    async def _serve(self, stack: contextlib.AsyncExitStack, parts: _Parts) -> None:
+        """/metrics, the probes and (with certificates) the webhooks; stopped in reverse."""
+        await self.metrics.start()
+        stack.push_async_callback(self.metrics.stop)
+        await self.health.start()
+        stack.push_async_callback(self.health.stop)
+        if parts.webhook is not None:
+            await parts.webhook.start()
+            stack.push_async_callback(parts.webhook.stop)
+            self.webhook_port = parts.webhook.port
 
+    def _start_background(self, tasks: _Tasks, parts: _Parts) -> None:
+        """Loop-lag sampling, the Event writer and the informers (they warm up unled)."""
+        tasks.spawn(parts.lag.run(), "loop-lag")
+        tasks.spawn(parts.recorder.run(), "events")
+        for informer in parts.controller.informers:
+            tasks.spawn(informer.run(), f"informer-{informer.resource.plural}")
+
+    async def _sync_caches(self, parts: _Parts) -> None:
+        """Wait for every informer's first list, at most `cache_sync_timeout`."""
+        timeout = self.options.cache_sync_timeout
+        if not await self._wait(self._wait_for_caches(parts.controller.informers), timeout):
+            if self.stop_requested.is_set():
+                raise _Exit(0)  # asked to stop while warming up
+            log.error("caches did not sync", timeout=timeout)
+            raise _Exit(1)
+        gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
+        log.info("caches synced", jobsets=len(parts.controller.jobsets.store))
+
+    async def _lead(
+        self, stack: contextlib.AsyncExitStack, tasks: _Tasks
+    ) -> asyncio.Task[None] | None:
+        """With leader election, acquire the Lease and keep renewing it (the returned task
+        raises LeadershipLost when renewal fails); without it, nothing to do."""
+        opts = self.options
+        if not opts.leader_elect:
+            return None
+        le = opts.config.leader_election
+        # Its own client (own throttle and connections, like controller-runtime's
+        # leader-election client): a burst of 50-wide creates must not delay a renewal.
+        lease_client = await KubeClient.connect(
+            kubeconfig=opts.kubeconfig,
+            settings=ClientSettings(
+                qps=20,
+                burst=30,
+                user_agent=f"jobset-controller/{__version__} leader-election",
+            ),
+            clock=self.clock,
+            rng=self.rng,
+        )
+        stack.push_async_callback(lease_client.close)
+        self.elector = LeaderElector(
+            lease_client,
+            LeaderElectionConfig(
+                namespace=leader_election_namespace(le.resource_namespace),
+                identity=self.identity,
+                name=le.resource_name,
+                lease_duration=le.lease_duration,
+                renew_deadline=le.renew_deadline,
+                retry_period=le.retry_period,
+            ),
+            registry=self.registry,
+            clock=self.clock,
+            rng=self.rng,
+        )
+        self.health.add_liveness_check("leaderElection", self.elector.healthy)
+        if not await self._wait(self.elector.acquire(), None):
+            raise _Exit(0)  # asked to stop while standing by
+        return tasks.spawn(self.elector.renew_until_lost(), "lease-renew")
+
+    async def _work_until_stopped(
+        self, working: asyncio.Task[Any], renew: asyncio.Task[None] | None
+    ) -> None:
+        """Reconcile until a stop is requested; lost leadership or dead workers end the run."""
+        stop = asyncio.create_task(self.stop_requested.wait())
+        waits: set[asyncio.Future[Any]] = {stop, working}
+        if renew is not None:
+            waits.add(renew)
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if renew is not None and renew in done:
+            log.error("leader election lost, exiting", error=str(renew.exception()))
+            raise _Exit(1)
+        if working in done and working.exception() is not None:
+            log.error("workers failed", error=str(working.exception()))
+            raise _Exit(1)
+
+    async def _drain(
+        self, parts: _Parts, working: asyncio.Task[Any], renew: asyncio.Task[None] | None
+    ) -> None:
+        """Let in-flight reconciles finish (bounded), stop every worker, then release the Lease.
+
+        The Lease is still watched while draining: a deposed leader must stop at once.
+        """
+        log.info("shutting down: finishing in-flight reconciles")
+        drain = asyncio.create_task(
+            parts.queue.shut_down_with_drain(timeout=self.options.shutdown_timeout)
+        )
+        done, _ = await asyncio.wait(
+            {drain} | ({renew} if renew is not None else set()),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if renew is not None and renew in done:
+            drain.cancel()
+            log.error("leader election lost while shutting down, exiting")
+            raise _Exit(1)
+        if not drain.result():
+            log.warning("in-flight reconciles did not finish in time; cancelling them")
+        # No worker may write once the lease is released: stop them all first.
+        working.cancel()
+        await asyncio.gather(working, return_exceptions=True)
+        if renew is not None:
+            renew.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+                await renew
+        if self.elector is not None:
+            await self.elector.release()
+
+    async def _flush_events(self, recorder: EventRecorder) -> None:
+        """Write what the recorder still buffers, for `_EVENT_FLUSH_TIMEOUT` at most."""
         try:
-            await self.metrics.start()
-            await self.health.start()
-            if webhook is not None:
-                await webhook.start()
-                self.webhook_port = webhook.port
-            spawn(lag.run(), "loop-lag")
-            spawn(recorder.run(), "events")
-            for informer in informers:
-                spawn(informer.run(), f"informer-{informer.resource.plural}")
-            if not await self._wait(self._wait_for_caches(informers), opts.cache_sync_timeout):
-                if self.stop_requested.is_set():
-                    return 0  # asked to stop while warming up
-                log.error("caches did not sync", timeout=opts.cache_sync_timeout)
-                return 1
-            gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
-            log.info("caches synced", jobsets=len(self.controller.jobsets.store))
-
-            renew: asyncio.Task[None] | None = None
-            if opts.leader_elect:
-                le = opts.config.leader_election
-                # Its own client (own throttle and connections, like controller-runtime's
-                # leader-election client): a burst of 50-wide creates must not delay a renewal.
-                lease_client = await KubeClient.connect(
-                    kubeconfig=opts.kubeconfig,
-                    settings=ClientSettings(
-                        qps=20,
-                        burst=30,
-                        user_agent=f"jobset-controller/{__version__} leader-election",
-                    ),
-                    clock=self.clock,
-                    rng=self.rng,
-                )
-                self.elector = LeaderElector(
-                    lease_client,
-                    LeaderElectionConfig(
-                        namespace=leader_election_namespace(le.resource_namespace),
-                        identity=self.identity,
-                        name=le.resource_name,
-                        lease_duration=le.lease_duration,
-                        renew_deadline=le.renew_deadline,
-                        retry_period=le.retry_period,
-                    ),
-                    registry=self.registry,
-                    clock=self.clock,
-                    rng=self.rng,
-                )
-                self.health.add_liveness_check("leaderElection", self.elector.healthy)
-                if not await self._wait(self.elector.acquire(), None):
-                    return 0  # asked to stop while standing by
-                renew = spawn(self.elector.renew_until_lost(), "lease-renew")
-            working = spawn(workers.run(), "workers")
-            stop = asyncio.create_task(self.stop_requested.wait())
-            waits: set[asyncio.Future[Any]] = {stop, working}
-            if renew is not None:
-                waits.add(renew)
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            stop.cancel()
-            if renew is not None and renew in done:
-                error = renew.exception()
-                log.error("leader election lost, exiting", error=str(error))
-                return 1
-            if working in done and working.exception() is not None:
-                log.error("workers failed", error=str(working.exception()))
-                return 1
-            log.info("shutting down: finishing in-flight reconciles")
-            drain = asyncio.create_task(queue.shut_down_with_drain(timeout=opts.shutdown_timeout))
-            # Keep watching the lease while draining: a deposed leader must stop at once.
-            done, _ = await asyncio.wait(
-                {drain} | ({renew} if renew is not None else set()),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if renew is not None and renew in done:
-                drain.cancel()
-                log.error("leader election lost while shutting down, exiting")
-                return 1
-            if not drain.result():
-                log.warning("in-flight reconciles did not finish in time; cancelling them")
-            # No worker may write once the lease is released: stop them all first.
-            working.cancel()
-            await asyncio.gather(working, return_exceptions=True)
-            if renew is not None:
-                renew.cancel()
-                with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
-                    await renew
-            if self.elector is not None:
-                await self.elector.release()
-            try:
-                await asyncio.wait_for(recorder.flush(), _EVENT_FLUSH_TIMEOUT)
-            except TimeoutError:
-                log.warning("pending events not written before exit")
-            return 0
-        finally:
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-            if webhook is not None:
-                await webhook.stop()
-            await self.health.stop()
-            await self.metrics.stop()
-            await client.close()
-            if lease_client is not None:
-                await lease_client.close()
+            await wait_for(self.clock, recorder.flush(), _EVENT_FLUSH_TIMEOUT)
+        except TimeoutError:
+            log.warning("pending events not written before exit")
 
     def _webhook_server(self, client: KubeClient, features: FeatureGates) -> WebhookServer | None:
         """The admission webhook server, when serving certificates are present in certDir.
@@ -323,11 +427,15 @@ class Manager:
             await informer.wait_synced()
 
     async def _wait(self, coro: Coroutine[Any, Any, Any], limit: float | None) -> bool:
-        """Await `coro` unless a stop is requested first or `limit` seconds pass; True if it ran."""
+        """Await `coro` unless a stop is requested first or `limit` seconds pass (on the
+        manager's clock); True if it ran."""
         task = asyncio.create_task(coro)
         stop = asyncio.create_task(self.stop_requested.wait())
-        done, _ = await asyncio.wait({task, stop}, timeout=limit, return_when="FIRST_COMPLETED")
-        for pending in (task, stop):
+        racing: set[asyncio.Future[Any]] = {task, stop}
+        if limit is not None:
+            racing.add(asyncio.create_task(self.clock.sleep(limit)))
+        done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+        for pending in racing:
             if pending not in done:
                 pending.cancel()
         if task in done:
