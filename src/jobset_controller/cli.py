@@ -12,41 +12,70 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 import yaml
-from pydantic import ValidationError
 
 from jobset_controller import __version__
-from jobset_controller.api import FeatureGates, JobSet, default_jobset, validate_create
+from jobset_controller.api import FeatureGates
+from jobset_controller.api.manifest import check_manifest
 
 
 def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
-    """Default and validate JobSet manifests offline, as admission would; print every error."""
+    """Judge JobSet manifests offline as creating them would; one line per error, never a trace.
+
+    Exit 1 when any JobSet would be refused (or a document cannot be judged), 2 when a file cannot
+    be read as YAML at all. Documents of other kinds are skipped; empty documents are ignored.
+    """
     failures = 0
     for path in files:
         try:
-            documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
-        except (OSError, yaml.YAMLError) as error:
-            print(f"{path}: cannot read: {error}", file=sys.stderr)
+            documents = _load_documents(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            print(_one_line(f"{path}: cannot read: {error}"), file=sys.stderr)
             return 2
-        for doc in documents:
-            if doc.get("kind") != "JobSet":
+        except (RecursionError, ValueError) as problem:
+            # Valid YAML this process cannot hold: nesting past the recursion limit, or an
+            # integer longer than Python converts from text.
+            reason = "nested too deeply" if isinstance(problem, RecursionError) else problem
+            print(_one_line(f"{path}: cannot check: {reason}"))
+            failures += 1
+            continue
+        for number, document in enumerate(documents, start=1):
+            if document is None:
                 continue
-            name = (doc.get("metadata") or {}).get("name") or "<generateName>"
-            try:
-                errors = [
-                    str(e)
-                    for e in validate_create(
-                        default_jobset(JobSet.model_validate(doc)), features=gates
-                    )
-                ]
-            except ValidationError as error:
-                errors = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()]
-            for message in errors:
-                print(f"{path}: JobSet {name}: {message}")
-            if errors:
+            check = check_manifest(document, features=gates)
+            if not check.is_jobset:
+                continue
+            subject = f"JobSet {check.name}" if check.name else f"document {number}"
+            for field_error in check.errors:
+                print(_one_line(f"{path}: {subject}: {field_error}"))
+            if check.errors:
                 failures += 1
             else:
-                print(f"{path}: JobSet {name}: valid")
+                print(_one_line(f"{path}: {subject}: valid"))
     return 1 if failures else 0
+
+
+class _JsonCompatibleLoader(yaml.SafeLoader):
+    """YAML as the API server's YAML-to-JSON conversion reads it: timestamps stay strings."""
+
+
+_JsonCompatibleLoader.yaml_implicit_resolvers = {
+    first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _load_documents(text: str) -> list[Any]:
+    return list(yaml.load_all(text, Loader=_JsonCompatibleLoader))
+
+
+def _one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped, so one message is a line."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
 
 
 class _Parser(argparse.ArgumentParser):
