@@ -1,4 +1,6 @@
-"""The words of the contract: condition reasons and messages, event reasons (spec 4.2, 4.3).
+"""The words of the contract: condition reasons and messages, event reasons.
+
+See docs/behaviour.md#conditions, #events.
 
 Users, Kueue and dashboards match on these strings, so they are spelled exactly as upstream spells
 them and live in one place. The last block holds the few words this controller adds for cases the
@@ -22,7 +24,7 @@ EventType = Literal["Normal", "Warning"]
 NORMAL: Final[EventType] = "Normal"
 WARNING: Final[EventType] = "Warning"
 
-# --- conditions (spec 4.2) --------------------------------------------------------------------
+# --- conditions (docs/behaviour.md#condition-catalogue) ----------------------------------------
 
 ALL_JOBS_COMPLETED_REASON: Final = "AllJobsCompleted"
 ALL_JOBS_COMPLETED_MESSAGE: Final = "jobset completed successfully"
@@ -66,7 +68,7 @@ IN_ORDER_STARTUP_POLICY_IN_PROGRESS_MESSAGE: Final = "in order startup policy is
 IN_ORDER_STARTUP_POLICY_COMPLETED_REASON: Final = "InOrderStartupPolicyCompleted"
 IN_ORDER_STARTUP_POLICY_COMPLETED_MESSAGE: Final = "in order startup policy has completed"
 
-# --- events not tied to conditions (spec 4.3) -------------------------------------------------
+# --- events not tied to conditions (docs/behaviour.md#events) ----------------------------------
 
 RESTART_JOBSET_ACTION_EVENT: Final = "RestartJobSetFailurePolicyAction"
 RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT: Final = (
@@ -103,7 +105,7 @@ INVALID_JOBSET_EVENT: Final = "InvalidJobSet"
 # The apiserver's limit on metav1.Condition.message.
 MAX_CONDITION_MESSAGE_BYTES: Final = 32768
 
-# (condition type, status) -> event type of a change to it (spec 4.2, last column).
+# (condition type, status) -> event type of a change to it (docs/behaviour.md#condition-catalogue).
 EVENT_TYPE_OF_CONDITION: Final[Mapping[tuple[str, bool], EventType]] = MappingProxyType(
     {
         (ConditionType.COMPLETED, True): NORMAL,

@@ -1,4 +1,4 @@
-"""Which attempt a child Job belongs to, and how it ended (spec 3.2).
+"""Which attempt a child Job belongs to, and how it ended (docs/behaviour.md#classification).
 
 Every pass sorts the JobSet's Jobs into four buckets:
 
@@ -31,7 +31,7 @@ from jobset_controller.reconcile.jobs import Job, labels_of, name_of, true_condi
 JOB_COMPLETE: Final = "Complete"
 JOB_FAILED: Final = "Failed"
 
-# Finished Job condition -> bucket, checked in this order (spec 3.2 step 3).
+# Finished Job condition -> bucket, in this order (docs/behaviour.md#classification, step 2).
 FINISHED_BUCKETS: Final = ((JOB_COMPLETE, "succeeded"), (JOB_FAILED, "failed"))
 
 # Go's strconv.Atoi: optional sign and decimal digits, nothing else (no spaces, no "_").
@@ -138,7 +138,7 @@ def _is_previous_job_attempt(
     replicas: Mapping[str, int],
     job_restarts: Mapping[str, Sequence[int]],
 ) -> bool | InvalidChild:
-    """RestartJob gate: the Job's own attempt is below its index's target (spec 3.2 step 2)."""
+    """RestartJob gate: attempt below its index's target (docs/behaviour.md#classification)."""
     rjob_name = labels.get(REPLICATED_JOB_NAME_KEY)
     if not rjob_name:
         return InvalidChild(name, f"label {REPLICATED_JOB_NAME_KEY} is missing or empty")

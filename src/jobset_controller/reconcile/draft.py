@@ -123,7 +123,7 @@ class StatusDraft:
         )
 
     def with_condition(self, new: NewCondition) -> "StatusDraft":
-        """The draft with ``new`` written (spec 4.1); a change queues the condition's event."""
+        """``new`` written; a change queues its event (docs/behaviour.md#condition-rules)."""
         conditions, changed = set_condition(self.conditions, new, self.now)
         if not changed:
             return self

@@ -1,4 +1,4 @@
-"""What a failed child Job does to its JobSet (spec 3.4).
+"""What a failed child Job does to its JobSet (docs/behaviour.md#failure-policy).
 
 Runs when at least one Job of the current attempt has failed, before the success policy looks at
 anything. Without a failure policy the JobSet fails (``FailedJobs``). With one, the first rule (in

@@ -1,4 +1,4 @@
-"""Which missing child Jobs to create this pass (spec 3.6).
+"""Which missing child Jobs to create this pass (docs/behaviour.md#job-creation).
 
 Walk the replicatedJobs in spec order:
 

@@ -1,4 +1,6 @@
-"""The status write: render the draft as ``.status``, and decide whether it changed (spec 1.3).
+"""The status write: render the draft as ``.status``, and decide whether it changed.
+
+See docs/behaviour.md#status.
 
 Rendering starts from the stored status, so fields this controller does not manage (a newer
 client's, or the in-place restart attempts) survive. ``restarts`` is always written;
