@@ -1,5 +1,5 @@
 # The README's two commands live here. Everything else is in hack/.
-.PHONY: test dev binaries crd lint
+.PHONY: test dev binaries crd rbac lint
 
 test:  ## install what is needed and run ruff, mypy and all tests (unit + integration)
 	hack/test.sh
@@ -12,3 +12,6 @@ binaries:  ## build (once) and cache the Kubernetes binaries
 
 crd:  ## regenerate manifests/crd/bases from a real kube-apiserver's OpenAPI
 	.venv/bin/python -m jobset_controller_dev.crdgen
+
+rbac:  ## regenerate manifests/rbac and the chart's rules from controller/permissions.py
+	.venv/bin/python -m jobset_controller_dev.rbacgen

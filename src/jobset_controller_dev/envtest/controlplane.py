@@ -42,6 +42,19 @@ from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 SERVICE_CIDR = "10.0.0.0/24"
 _FIELD_MANAGER = "jobset-envtest"
 
+# What the audit log records: every request made by a ServiceAccount (the identity the controller
+# runs as in least-privilege tests), at Metadata level (who, verb, resource, response code; never
+# bodies), and nothing else, so the file stays small while kwok and the controller-manager are busy.
+_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
+
 
 class ControlPlaneError(RuntimeError):
     """A component did not start or did not become ready; the message carries its log tail."""
@@ -80,6 +93,7 @@ class ControlPlane:
         self.etcd_endpoint = ""
         self.server = ""
         self.kubeconfig = self.workdir / "kubeconfig"
+        self.audit_log = self.workdir / "audit.log"
         self._ssl: ssl.SSLContext | None = None
         self._apiserver_port = 0
 
@@ -204,6 +218,10 @@ class ControlPlane:
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
                 "--v=1",
             ],
             self.workdir / "kube-apiserver.log",
@@ -212,6 +230,60 @@ class ControlPlane:
         self._wait(
             self.apiserver, lambda: self._get_status("/readyz") == 200, "kube-apiserver /readyz"
         )
+
+    def _write_audit_policy(self) -> Path:
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
+        return path
+
+    def audit_events(self, user: str | None = None) -> list[dict[str, Any]]:
+        """The audit log's events so far (one per request and stage), optionally for one user.
+
+        Blocking mode means a request's event is in the file before its response is sent, so
+        everything a finished call did is here. A watch still open has only its ResponseStarted
+        event, so that stage is kept too: count requests by ``auditID``, not by event.
+        """
+        if not self.audit_log.exists():
+            return []
+        events = []
+        for line in self.audit_log.read_text().splitlines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("stage") not in ("ResponseStarted", "ResponseComplete", "Panic"):
+                continue
+            if user is not None and event.get("user", {}).get("username") != user:
+                continue
+            events.append(event)
+        return events
+
+    def service_account_kubeconfig(self, namespace: str, name: str, path: Path) -> Path:
+        """Create (if missing) ServiceAccount `namespace/name`, mint a token for it with the
+        TokenRequest API (valid a day), and write a kubeconfig that authenticates with it.
+
+        This is how a test runs the controller with exactly the permissions the shipped roles
+        grant: its username is `system:serviceaccount:<namespace>:<name>`.
+        """
+        self.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+        self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"metadata": {"name": name}},
+        )
+        status, body = self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 86400},
+            },
+        )
+        if status != 201:
+            raise ControlPlaneError(
+                f"token request for {namespace}/{name} failed ({status}): {body}"
+            )
+        return self._write_config(path, name, {"token": body["status"]["token"]})
 
     def _wait(self, proc: ManagedProcess, ready: Any, what: str) -> None:
         deadline = time.monotonic() + self._ready_timeout
@@ -286,6 +358,11 @@ class ControlPlane:
     def write_kubeconfig(self, path: Path, client: CertPair, *, user: str) -> Path:
         """Write a kubeconfig for this apiserver that authenticates with `client` (a CA-issued
         client certificate); the admin kubeconfig is one of these."""
+        return self._write_config(
+            path, user, {"client-certificate": str(client.cert), "client-key": str(client.key)}
+        )
+
+    def _write_config(self, path: Path, user: str, credentials: dict[str, str]) -> Path:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -298,15 +375,7 @@ class ControlPlane:
                     },
                 }
             ],
-            "users": [
-                {
-                    "name": user,
-                    "user": {
-                        "client-certificate": str(client.cert),
-                        "client-key": str(client.key),
-                    },
-                }
-            ],
+            "users": [{"name": user, "user": credentials}],
             "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
             "current-context": "envtest",
         }
