@@ -1,7 +1,8 @@
 """The JobSet v1alpha2 API as a plain Python SDK: models, defaulting, validation, constants.
 
 Why a package of its own: the reconciler, the webhooks and the CLI all speak this API, and users can
-build and check JobSets with it without a cluster. It depends on nothing else in the project.
+build and check JobSets with it without a cluster. It imports nothing else of ours (the
+`product-layers` import contract in pyproject.toml).
 
 Typical use::
 
