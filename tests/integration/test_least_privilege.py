@@ -12,7 +12,6 @@ uses it here).
 from __future__ import annotations
 
 import asyncio
-import base64
 import subprocess
 import sys
 import uuid
@@ -30,34 +29,13 @@ from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.webhooks import (
+    MUTATING,
+    VALIDATING,
+    jobset_webhook_configuration,
+)
 
 ACCOUNT = "controller-manager"
-MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-
-
-def _webhook(name: str, url: str, ca: bytes, namespace: str, ops: list[str]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": f"{name}-{namespace}"},
-        "webhooks": [
-            {
-                "name": f"{name}.kb.io",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "rules": [
-                    {
-                        "apiGroups": ["jobset.x-k8s.io"],
-                        "apiVersions": ["v1alpha2"],
-                        "operations": ops,
-                        "resources": ["jobsets"],
-                    }
-                ],
-            }
-        ],
-    }
 
 
 def _jobset(name: str, **spec: Any) -> dict[str, Any]:
@@ -158,8 +136,12 @@ async def controller_as_service_account(
     )
     base = f"https://127.0.0.1:{port}"
     ca = control_plane.ca.cert_pem
-    mutating = _webhook("mjobset", base + MUTATE_PATH, ca, namespace, ["CREATE"])
-    validating = _webhook("vjobset", base + VALIDATE_PATH, ca, namespace, ["CREATE", "UPDATE"])
+    mutating = jobset_webhook_configuration(
+        f"m-{home}", "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
+    )
+    validating = jobset_webhook_configuration(
+        f"v-{home}", "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE", "UPDATE"]
+    )
     with shipped_rbac(control_plane, home, [ACCOUNT], tmp_path) as kubeconfigs:
         proc = _start_run(kubeconfigs[ACCOUNT], config, tmp_path / "controller.log")
         await kube.create(MUTATING, mutating)

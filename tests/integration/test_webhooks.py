@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,36 +16,11 @@ from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import Invalid, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
 from jobset_controller_dev.envtest import ControlPlane
-
-MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-
-
-def registration(
-    name: str, webhook: str, url: str, ca: bytes, namespace: str, ops: list[str]
-) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": webhook,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
-                # Only this test's namespace: the session apiserver is shared with other tests.
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "rules": [
-                    {
-                        "apiGroups": ["jobset.x-k8s.io"],
-                        "apiVersions": ["v1alpha2"],
-                        "operations": ops,
-                        "resources": ["jobsets"],
-                    }
-                ],
-            }
-        ],
-    }
+from jobset_controller_dev.envtest.webhooks import (
+    MUTATING,
+    VALIDATING,
+    jobset_webhook_configuration,
+)
 
 
 @pytest.fixture
@@ -75,11 +49,13 @@ async def webhooks(
     names = (f"m-{namespace}", f"v-{namespace}")
     await kube.create(
         MUTATING,
-        registration(names[0], "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]),
+        jobset_webhook_configuration(
+            names[0], "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
+        ),
     )
     await kube.create(
         VALIDATING,
-        registration(
+        jobset_webhook_configuration(
             names[1], "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE", "UPDATE"]
         ),
     )
@@ -204,7 +180,7 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
         url = f"https://127.0.0.1:{manager.webhook_port}{MUTATE_PATH}"
         await kube.create(
             MUTATING,
-            registration(
+            jobset_webhook_configuration(
                 name, "mjobset.kb.io", url, control_plane.ca.cert_pem, namespace, ["CREATE"]
             ),
         )
