@@ -30,6 +30,11 @@ bin_dir=$(hack/k8s-binaries.sh | tail -n 1)  # all components: e2e needs the ful
 echo "using $bin_dir"
 export JOBSET_K8S_BIN="$bin_dir"
 
+step "prometheus and promtool"
+prometheus_dir=$(hack/prometheus.sh | tail -n 1)  # Debian's package, unpacked into the cache
+echo "using $prometheus_dir"
+export JOBSET_PROMETHEUS_BIN="$prometheus_dir"
+
 step "ruff"
 "$venv/bin/ruff" check src tests hack
 "$venv/bin/ruff" format --check src tests hack
