@@ -3,6 +3,10 @@
 One control plane serves the whole test session (starting one costs about 5 s); every test gets a
 fresh namespace so tests cannot see each other's objects. After the session the control plane is
 stopped and the teardown fails if any process it started is still alive.
+
+The in-process controller runs as a ServiceAccount bound only to the shipped roles
+(manifests/rbac/role.yaml), as it runs in a cluster: a grant the code needs but the roles lack
+fails these tests with a 403 instead of passing under an admin identity.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +22,7 @@ from jobset_controller.config import Configuration
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
@@ -56,12 +62,31 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
         await client.close()
 
 
+CONTROLLER_ACCOUNT = "controller-manager"
+
+
+@pytest.fixture(scope="session")
+def controller_kubeconfig(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """A kubeconfig for a ServiceAccount bound only to the shipped roles, shared by the session
+    (the roles are cluster-wide, so one identity serves every test's namespace)."""
+    home = f"jobset-system-{uuid.uuid4().hex[:6]}"
+    directory = tmp_path_factory.mktemp("controller-identity")
+    try:
+        with shipped_rbac(control_plane, home, [CONTROLLER_ACCOUNT], directory) as kubeconfigs:
+            yield kubeconfigs[CONTROLLER_ACCOUNT]
+    finally:
+        control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+
+
 @pytest.fixture
-async def controller(control_plane: ControlPlane) -> AsyncIterator[Manager]:
-    """The JobSet controller running in this test's event loop (no leader election)."""
+async def controller(controller_kubeconfig: Path) -> AsyncIterator[Manager]:
+    """The JobSet controller running in this test's event loop (no leader election), as the
+    shipped ServiceAccount."""
     options = ManagerOptions(
         config=Configuration(),
-        kubeconfig=str(control_plane.kubeconfig),
+        kubeconfig=str(controller_kubeconfig),
         metrics_bind_address="127.0.0.1:0",
         health_probe_bind_address="127.0.0.1:0",
         leader_elect=False,

@@ -1,7 +1,13 @@
-"""`jobset-controller run` as users run it: leader election between processes, probes, metrics."""
+"""`jobset-controller run` as users run it: leader election between processes, probes, metrics.
+
+Every process runs as its own ServiceAccount bound only to the shipped roles (manifests/rbac), so
+the API server's audit log tells the processes apart and a grant they lack fails the test.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import os
 import signal
 import subprocess
@@ -9,25 +15,34 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
+from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.processes import free_port
 
 LEASE_NAME = "6d4f6a47.jobset.x-k8s.io"
 LEASE, RENEW, RETRY = 6.0, 5.0, 1.0
+# One ServiceAccount per process a test starts (at most three), all bound to the shipped roles.
+ACCOUNTS = ("controller-a", "controller-b", "controller-c")
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 
 class Controller:
-    """One `jobset-controller run` process with its own metrics and probe ports."""
+    """One `jobset-controller run` process with its own metrics and probe ports; ``user`` is its
+    identity as the audit log names it ("" when it is not a ServiceAccount)."""
 
-    def __init__(self, kubeconfig: Path, config: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, config: Path, log: Path, user: str = "") -> None:
         self.metrics_port, self.health_port = free_port(), free_port()
-        self.log = log
+        self.log, self.user = log, user
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -104,20 +119,29 @@ def config_file(tmp_path: Path, namespace: str) -> Path:
 
 @pytest.fixture
 def start(
-    control_plane: ControlPlane, config_file: Path, tmp_path: Path
+    control_plane: ControlPlane, config_file: Path, tmp_path: Path, namespace: str
 ) -> Iterator[Callable[[], Controller]]:
+    """Launches `run` processes, each as the next of ``ACCOUNTS``: ServiceAccounts of the test's
+    namespace (which also holds the Lease) bound to the shipped roles and nothing else."""
     started: list[Controller] = []
+    with shipped_rbac(control_plane, namespace, ACCOUNTS, tmp_path) as kubeconfigs:
 
-    def launch() -> Controller:
-        controller = Controller(
-            control_plane.kubeconfig, config_file, tmp_path / f"controller-{len(started)}.log"
-        )
-        started.append(controller)
-        return controller
+        def launch() -> Controller:
+            account = ACCOUNTS[len(started)]
+            controller = Controller(
+                kubeconfigs[account],
+                config_file,
+                tmp_path / f"{account}.log",
+                service_account_user(namespace, account),
+            )
+            started.append(controller)
+            return controller
 
-    yield launch
-    for controller in started:
-        controller.stop()
+        try:
+            yield launch
+        finally:
+            for controller in started:
+                controller.stop()
 
 
 def test_probes_and_metrics_answer(start: Callable[[], Controller]) -> None:
@@ -185,6 +209,169 @@ def test_one_leader_and_takeover_after_kill_and_after_sigterm(
         print(
             f"\n  lease {LEASE:g}s/{RENEW:g}s/{RETRY:g}s: takeover after kill -9 "
             f"{took_after_kill:.1f} s, after SIGTERM (lease released) {took_after_term:.1f} s"
+        )
+
+
+def _jobset(name: str) -> dict[str, Any]:
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
+                }
+            ]
+        },
+    }
+
+
+def _admin(plane: ControlPlane, namespace: str, act: Callable[[KubeSim], Awaitable[Any]]) -> Any:
+    """Run ``act`` with a KubeSim on an admin client (this test plays the Job controller)."""
+
+    async def run() -> Any:
+        kube = await KubeClient.connect(kubeconfig=str(plane.kubeconfig))
+        try:
+            return await act(KubeSim(kube, namespace))
+        finally:
+            await kube.close()
+
+    return asyncio.run(run())
+
+
+def _timestamp(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value)
+
+
+def _is_lease(event: dict[str, Any]) -> bool:
+    ref = event.get("objectRef") or {}
+    return ref.get("apiGroup") == "coordination.k8s.io" and ref.get("resource") == "leases"
+
+
+def _writes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One event per write request (a request's last recorded stage)."""
+    last: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["verb"] in WRITES:
+            last[event["auditID"]] = event
+    return sorted(last.values(), key=lambda e: e["requestReceivedTimestamp"])
+
+
+def _describe(event: dict[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    what = "/".join(
+        part
+        for part in (
+            ref.get("resource"),
+            ref.get("namespace"),
+            ref.get("name"),
+            ref.get("subresource"),
+        )
+        if part
+    )
+    code = (event.get("responseStatus") or {}).get("code")
+    return f"{event['requestReceivedTimestamp']} {event['verb']} {what} -> {code}"
+
+
+def test_the_standby_writes_nothing_before_it_holds_the_lease(
+    control_plane: ControlPlane,
+    start: Callable[[], Controller],
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A leads; B, another ServiceAccount, stands by with synced caches.
+    a = start()
+    wait_for(a.is_leader, 60, "A leading")
+    b = start()
+    wait_for(lambda: b.get(b.health_port, "/readyz")[0] == 200, 60, "B ready (caches synced)")
+    assert not b.is_leader()
+
+    def jobs_of(jobset: str) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = _admin(control_plane, namespace, lambda sim: sim.jobs())
+        return [j for j in jobs if j["metadata"]["labels"].get(JOBSET_NAME) == jobset]
+
+    def create(name: str) -> None:
+        path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+        status, reply = control_plane.request("POST", path, _jobset(name))
+        assert status == 201, reply
+
+    # Work both see, which only A may act on: B's caches now hold these JobSets and their Jobs.
+    for name in ("seen-1", "seen-2", "seen-3"):
+        create(name)
+
+    def has_jobs(name: str) -> Callable[[], bool]:
+        return lambda: len(jobs_of(name)) == 2
+
+    for name in ("seen-1", "seen-2", "seen-3"):
+        wait_for(has_jobs(name), 60, f"A creating the Jobs of {name}")
+
+    killed_at = datetime.datetime.now(datetime.UTC)
+    os.kill(a.proc.pid, signal.SIGKILL)
+    started = time.monotonic()
+    # While nobody leads (the Lease runs out only after LEASE s): new work lands in B's caches.
+    done = [job["metadata"]["name"] for job in jobs_of("seen-1")]
+
+    async def complete(sim: KubeSim) -> None:
+        for job in done:
+            await sim.complete(job)
+
+    _admin(control_plane, namespace, complete)
+    create("orphan-1")
+    create("orphan-2")
+    queued_while_standby = not b.is_leader()
+
+    wait_for(b.is_leader, LEASE + RETRY * 2.2 + 3, "takeover after kill")
+    took = time.monotonic() - started  # from the kill, the writes above included
+
+    # B reconciles what A left: Jobs for the new JobSets, the completed JobSet's status.
+    def completed(name: str) -> bool:
+        path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}"
+        status, js = control_plane.request("GET", path)
+        assert status == 200, js
+        return (js.get("status") or {}).get("terminalState") == "Completed"
+
+    for name in ("orphan-1", "orphan-2"):
+        wait_for(has_jobs(name), 60, f"B creating the Jobs of {name}")
+    wait_for(lambda: completed("seen-1"), 60, "B marking seen-1 completed")
+
+    events = control_plane.audit_events(b.user)
+    acquisitions = [
+        e
+        for e in events
+        if _is_lease(e)
+        and e["stage"] == "ResponseComplete"
+        and e["verb"] in ("create", "update")
+        and 200 <= (e.get("responseStatus") or {}).get("code", 0) < 300
+    ]
+    assert acquisitions, "no successful Lease write by B in the audit log"
+    acquired = min(acquisitions, key=lambda e: e["requestReceivedTimestamp"])
+    # B holds the Lease once the API server has committed its write (the stage's timestamp):
+    # stricter than the request's arrival, and no write of B's may come in before it.
+    held_from = _timestamp(acquired["stageTimestamp"])
+    writes = [e for e in _writes(events) if not _is_lease(e)]
+    early = [_describe(e) for e in writes if _timestamp(e["requestReceivedTimestamp"]) < held_from]
+    assert early == [], f"B wrote before it held the Lease ({_describe(acquired)}): {early}"
+    after = {(e["verb"], (e.get("objectRef") or {}).get("resource")) for e in writes}
+    assert ("create", "jobs") in after, f"B's writes after takeover: {sorted(after)}"
+    refused = [
+        _describe(e)
+        for user in (a.user, b.user)
+        for e in control_plane.audit_events(user)
+        if (e.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid"
+    ]
+    assert refused == [], f"requests the shipped roles refused: {refused}"
+
+    audit_takeover = (_timestamp(acquired["stageTimestamp"]) - killed_at).total_seconds()
+    with capsys.disabled():
+        print(
+            f"\n  lease {LEASE:g}s/{RENEW:g}s/{RETRY:g}s: standby took over {took:.1f} s after "
+            f"kill -9 (Lease write answered {audit_takeover:.1f} s after it, per the audit log); "
+            f"{len(writes)} writes, all after; work queued while standing by: "
+            f"{queued_while_standby}"
         )
 
 
