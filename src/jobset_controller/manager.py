@@ -247,6 +247,8 @@ class Manager:
             executor=Executor(client, recorder, JobSetMetrics(self.registry)),
             recorder=recorder,
             features=features,
+            clock=self.clock,
+            rng=self.rng,
         )
         webhook = self._webhook_server(client, features)
         self.health.add_liveness_check("ping", lambda: True)

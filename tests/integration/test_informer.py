@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from jobset_controller.runtime.client import KubeClient
-from jobset_controller.runtime.informer import Handlers, Informer, Resource
+from jobset_controller.runtime.informer import Handlers, Informer
+from jobset_controller.runtime.resources import Resource
 from jobset_controller_dev.envtest import ControlPlane
 
 CONFIGMAPS = Resource("", "v1", "configmaps")

@@ -18,12 +18,14 @@ and recomputes everything, so which event arrived does not matter.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
 from jobset_controller.api import API_VERSION, JOBSET_NAME_KEY, KIND
 from jobset_controller.controller.resources import JOBS, JOBSETS, PVCS, SERVICES
 from jobset_controller.runtime.client import KubeClient
+from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.informer import (
     Handlers,
     Informer,
@@ -79,9 +81,14 @@ def owned_by_jobset(obj: Obj) -> bool:
 
 
 def build_informers(
-    client: KubeClient, enqueue: Callable[[str], None]
+    client: KubeClient,
+    enqueue: Callable[[str], None],
+    *,
+    clock: Clock | None = None,
+    rng: RandomSource = random,
 ) -> tuple[Informer, Informer, Informer, Informer]:
-    """JobSets, Jobs, Services and PVCs, with handlers that enqueue JobSet keys."""
+    """JobSets, Jobs, Services and PVCs, with handlers that enqueue JobSet keys; every informer
+    runs on ``clock`` and draws its jitter from ``rng`` (the manager's, so tests can step them)."""
 
     def enqueue_self(obj: Obj) -> None:
         enqueue(object_key(obj))
@@ -106,7 +113,7 @@ def build_informers(
             on_delete=enqueue_for,
         )
 
-    jobsets = Informer(client, JOBSETS, handlers=calling(enqueue_self))
+    jobsets = Informer(client, JOBSETS, handlers=calling(enqueue_self), clock=clock, rng=rng)
     jobs = Informer(
         client,
         JOBS,
@@ -114,6 +121,8 @@ def build_informers(
         transform=trim_job,
         indexers={OWNER_UID: owner_uid_index},
         handlers=calling(enqueue_owner),
+        clock=clock,
+        rng=rng,
     )
     services = Informer(
         client,
@@ -121,6 +130,8 @@ def build_informers(
         keep=owned_by_jobset,
         indexers={OWNER_UID: owner_uid_index},
         handlers=calling(enqueue_owner),
+        clock=clock,
+        rng=rng,
     )
     pvcs = Informer(
         client,
@@ -131,5 +142,7 @@ def build_informers(
             on_update=lambda old, new: None,
             on_delete=enqueue_labelled,
         ),
+        clock=clock,
+        rng=rng,
     )
     return jobsets, jobs, services, pvcs

@@ -16,6 +16,7 @@ cannot fix it; its next change enqueues it again).
 from __future__ import annotations
 
 import datetime
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from jobset_controller.reconcile.catalogue import (
     invalid_jobset_message,
 )
 from jobset_controller.runtime.client import Conflict, KubeClient
+from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
 from jobset_controller.runtime.informer import Informer
 from jobset_controller.runtime.workers import Result
@@ -56,8 +58,12 @@ class JobSetController:
         recorder: EventRecorder,
         features: FeatureGates,
         now: Callable[[], datetime.datetime] = _utc_now,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
     ) -> None:
-        self.jobsets, self.jobs, self.services, self.pvcs = build_informers(client, enqueue)
+        self.jobsets, self.jobs, self.services, self.pvcs = build_informers(
+            client, enqueue, clock=clock, rng=rng
+        )
         self._executor = executor
         self._recorder = recorder
         self._features = features

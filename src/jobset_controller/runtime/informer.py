@@ -36,9 +36,7 @@ import structlog
 
 from jobset_controller.runtime.client import ApiError, Gone, KubeClient, ServerError
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
-
-# Re-exported: an informer is built from a Resource, so callers may take both from here.
-from jobset_controller.runtime.resources import Resource as Resource
+from jobset_controller.runtime.resources import Resource
 
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
