@@ -9,7 +9,8 @@ client-go's reflector instead:
 2. WATCH from the list's resourceVersion with bookmarks and a random server timeout in
    [300, 600] s, plus a client read timeout (longer than the ~60 s bookmark interval) so a
    half-open connection is noticed.
-3. A clean end of stream re-watches from the last seen resourceVersion without relisting.
+3. A clean end of stream re-watches from the last seen resourceVersion without relisting, and so
+   does a read timeout: an idle resource type gets no bookmarks, and its silence is no failure.
 4. 410 Gone / Expired (an ERROR event or an HTTP status) relists at the last resourceVersion,
    then with "" (a consistent read) if that is too old as well.
 5. Other errors back off 0.8 s doubling to 30 s, each wait drawn from [d, 2d), reset after two
@@ -146,6 +147,7 @@ class InformerStats:
     lists: int = 0
     watches: int = 0
     relists_after_expiry: int = 0
+    idle_rewatches: int = 0
     errors: int = 0
     last_error: str = ""
     backoff_delays: deque[float] = field(default_factory=lambda: deque(maxlen=100))
@@ -303,6 +305,18 @@ class Informer:
                 self._apply(event)
         except Gone as error:
             raise _Expired from error
+        except TimeoutError:
+            # Nothing (not even a bookmark) arrived for `read_timeout`. The server sends no
+            # bookmarks for a resource type that never changes, so an idle watch ends here as a
+            # matter of course: re-watch from the same resourceVersion at once, as after a clean
+            # end of stream. A half-open connection is replaced the same way. Not a failure.
+            log.debug(
+                "watch idle, re-watching",
+                resource=self.resource.plural,
+                idle_seconds=self._read_timeout,
+            )
+            self.stats.idle_rewatches += 1
+            return
         if events == 0 and self._clock.now() - started < 1.0:
             # A proxy or a sick server cutting watches at once must not cause a hot loop.
             raise RuntimeError("very short watch: closed in under 1 s without events")

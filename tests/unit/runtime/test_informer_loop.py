@@ -75,6 +75,15 @@ async def test_a_clean_end_of_stream_rewatches_from_the_last_version_without_rel
     assert informer.stats.errors == 0
 
 
+async def test_an_idle_watch_that_times_out_rewatches_at_once_without_error_or_relist() -> None:
+    client = ScriptedClient(lists=[listing("5", cm("a", "5"))], watches=[TimeoutError()])
+    informer = await run_until_idle(client)
+    assert client.calls == [("list", "0"), ("watch", "5"), ("watch", "5")]
+    assert informer.stats.errors == 0
+    assert informer.stats.idle_rewatches == 1
+    assert list(informer.stats.backoff_delays) == []
+
+
 async def test_an_expired_watch_relists_at_the_last_version_after_a_backoff() -> None:
     expired = {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}
     client = ScriptedClient(
