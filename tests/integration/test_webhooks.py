@@ -192,3 +192,40 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
     finally:
         manager.request_stop()
         assert await asyncio.wait_for(task, 30) == 0
+
+
+@pytest.mark.usefixtures("webhooks")
+@pytest.mark.parametrize(
+    ("change", "schema_says"),
+    [
+        pytest.param(
+            {"replicas": -1},
+            "spec.replicatedJobs[1].replicas in body should be greater than or equal to 0",
+            id="negative replicas",
+        ),
+        pytest.param(
+            {"dependsOn": [{"name": "first", "status": "Done"}]},
+            'Unsupported value: "Done"',
+            id="unknown dependsOn status",
+        ),
+        pytest.param(None, "must have at most 50 items", id="51 volumeClaimPolicies"),
+    ],
+)
+async def test_what_breaks_the_schema_gets_the_api_servers_422_not_a_webhook_refusal(
+    kube: KubeClient, namespace: str, change: dict[str, Any] | None, schema_says: str
+) -> None:
+    body = jobset()
+    first = copy.deepcopy(body["spec"]["replicatedJobs"][0])
+    first["name"] = "first"
+    body["spec"]["replicatedJobs"].insert(0, first)
+    if change is None:
+        template = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+        body["spec"]["volumeClaimPolicies"] = [{"templates": [template]} for _ in range(51)]
+    else:
+        body["spec"]["replicatedJobs"][1].update(change)
+    with pytest.raises(Invalid) as info:
+        await kube.create(path(namespace), body)
+    assert info.value.status == 422
+    assert schema_says in info.value.message
+    assert "admission webhook" not in info.value.message
+    assert "cannot read the JobSet" not in info.value.message

@@ -7,8 +7,14 @@
   or `validate_update`. A denial is a 422 `Invalid` Status for `jobset.x-k8s.io/JobSet` whose
   message and causes carry every error with its field path, as the apiserver renders field
   errors, so `kubectl` shows `admission webhook "vjobset.kb.io" denied the request: ...`.
-- A request that cannot even be read (not a JobSet, a malformed object) is denied with 400 and
-  the reason, never answered with an exception.
+- The mutating step is never stricter than the CRD: an object it cannot read as a JobSet (a
+  value the schema forbids, such as negative `replicas`, an unknown `dependsOn.status`, more than
+  50 `volumeClaimPolicies`, or something that is not a JobSet at all) is allowed unchanged. Why:
+  the API server's schema validation runs after the mutating webhooks and answers such an object
+  with its own 422 and the schema's message, as it does upstream; refusing it here would replace
+  that message with ours and a different status code.
+- The validating step runs after the schema, so what reaches it parses; anything that still cannot
+  be read is denied with 400 and the reason, never answered with an exception.
 """
 
 from __future__ import annotations
@@ -91,16 +97,20 @@ def _jobset(obj: Any) -> JobSet:
 
 
 def mutate(review: Review) -> dict[str, Any]:
-    """Default a JobSet on CREATE (upstream's mutating webhook never runs on UPDATE)."""
+    """Default a JobSet on CREATE (upstream's mutating webhook never runs on UPDATE).
+
+    What cannot be read or defaulted is let through as it came (module docstring): the schema
+    check that follows rejects it with the API server's own message.
+    """
     request = review.get("request") or {}
     if request.get("operation") != "CREATE":
         return _response(review, allowed=True)
     try:
         js = _jobset(request.get("object"))
-    except (ValueError, ValidationError) as error:
-        return _denied(review, 400, f"cannot read the JobSet: {error}")
-    before = js.to_dict().get("spec")
-    after = default_jobset(js).to_dict().get("spec")
+        before = js.to_dict().get("spec")
+        after = default_jobset(js).to_dict().get("spec")
+    except (ValueError, TypeError, RecursionError):  # pydantic's ValidationError is a ValueError
+        return _response(review, allowed=True)
     if after == before:
         return _response(review, allowed=True)
     patch = [{"op": "add", "path": "/spec", "value": after}]

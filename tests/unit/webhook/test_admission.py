@@ -6,6 +6,7 @@ import base64
 from typing import Any
 
 import orjson
+import pytest
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.webhook.admission import mutate, validate
@@ -55,8 +56,45 @@ def test_an_already_defaulted_jobset_needs_no_patch() -> None:
     assert "patch" not in mutate(review("CREATE", defaulted))["response"]
 
 
-def test_a_request_that_is_not_a_jobset_is_denied_with_400() -> None:
-    answer = mutate(review("CREATE", {"kind": "Pod"}))["response"]
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param({"kind": "Pod"}, id="not a JobSet"),
+        pytest.param("not an object", id="not an object"),
+        pytest.param(None, id="no object"),
+        pytest.param(
+            jobset(replicatedJobs=[{"name": "w", "replicas": -1, "template": {}}]),
+            id="negative replicas",
+        ),
+        pytest.param(
+            jobset(
+                replicatedJobs=[
+                    {"name": "a", "template": {}},
+                    {"name": "b", "template": {}, "dependsOn": [{"name": "a", "status": "Done"}]},
+                ]
+            ),
+            id="unknown dependsOn status",
+        ),
+        pytest.param(
+            jobset(volumeClaimPolicies=[{"templates": []} for _ in range(51)]),
+            id="51 volumeClaimPolicies",
+        ),
+        pytest.param(jobset(replicatedJobs="workers"), id="wrong type"),
+        pytest.param(
+            {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": []},
+            id="metadata of the wrong type",
+        ),
+    ],
+)
+def test_mutating_lets_what_it_cannot_read_through_unchanged_for_the_schema_to_judge(
+    obj: Any,
+) -> None:
+    answer = mutate(review("CREATE", obj))["response"]
+    assert answer == {"uid": "u-1", "allowed": True}
+
+
+def test_the_validating_step_still_answers_an_unreadable_object_with_400() -> None:
+    answer = validate(review("CREATE", {"kind": "Pod"}), features=FeatureGates())["response"]
     assert answer["allowed"] is False
     assert answer["status"]["code"] == 400
 
