@@ -169,6 +169,24 @@ def _add_run_parser(commands: Any) -> None:
         help="readable console logs",
     )
     run.add_argument(
+        "--zap-encoder",
+        choices=("json", "console"),
+        default=None,
+        help="log encoding, as upstream's flag (overrides --log-format and --zap-devel)",
+    )
+    run.add_argument(
+        "--zap-stacktrace-level",
+        choices=("info", "error", "panic"),
+        default=None,
+        help="add the calling stack to lines at or above this level (default: none)",
+    )
+    run.add_argument(
+        "--zap-time-encoding",
+        choices=("epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"),
+        default=None,
+        help="how the ts of a log line is written (default: ISO 8601 with microseconds, UTC)",
+    )
+    run.add_argument(
         "--log-format",
         choices=("auto", "json", "console"),
         default="auto",
@@ -196,11 +214,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("jobset-controller: --workers: must be at least 1", file=sys.stderr)
         return 2
-    log_format: Literal["auto", "json", "console"] = (
+    log_format: Literal["auto", "json", "console"] = args.zap_encoder or (
         "console" if args.zap_devel else args.log_format
     )
     try:
-        configure_logging(args.zap_log_level, log_format)
+        configure_logging(
+            args.zap_log_level,
+            log_format,
+            time_encoding=args.zap_time_encoding,
+            stacktrace_level=args.zap_stacktrace_level,
+        )
     except ValueError as error:
         print(f"jobset-controller: --zap-log-level: {error}", file=sys.stderr)
         return 2

@@ -244,3 +244,52 @@ def test_console_exceptions_are_a_plain_traceback_without_locals(terminal: bool)
     assert "Traceback (most recent call last):" in text
     assert re.search(r'File ".*test_logging\.py", line \d+, in _fail_holding_a_secret', text)
     assert "PermissionError: refused (2 headers sent)" in text
+
+
+@pytest.mark.parametrize(
+    ("encoding", "pattern"),
+    [
+        ("epoch", r"1\d{9}\.\d+"),
+        ("millis", r"1\d{12}\.?\d*"),
+        ("nano", r"1\d{18}"),
+        ("iso8601", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"),
+        ("rfc3339", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"),
+        ("rfc3339nano", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z"),
+    ],
+)
+def test_zap_time_encodings_shape_the_timestamp(
+    stream: io.StringIO, encoding: Any, pattern: str
+) -> None:
+    configure_logging("info", "json", stream=stream, time_encoding=encoding)
+    structlog.get_logger("t").info("tick")
+    logging.getLogger("aiohttp").warning("tock")
+    for line in json_lines(stream):
+        assert re.fullmatch(pattern, str(line["ts"])), (encoding, line["ts"])
+    if encoding == "nano":
+        assert all(isinstance(line["ts"], int) for line in json_lines(stream))
+
+
+def test_zap_stacktrace_level_adds_the_calling_stack_at_and_above_it(
+    stream: io.StringIO,
+) -> None:
+    configure_logging("info", "json", stream=stream, stacktrace_level="error")
+    log = structlog.get_logger("t")
+    log.info("fine")
+    log.error("broken")
+    fine, broken = json_lines(stream)
+    assert "stack" not in fine
+    assert "test_zap_stacktrace_level_adds_the_calling_stack" in broken["stack"]
+
+
+def test_stacktrace_level_panic_adds_no_stack(stream: io.StringIO) -> None:
+    configure_logging("info", "json", stream=stream, stacktrace_level="panic")
+    structlog.get_logger("t").critical("bad")
+    [line] = json_lines(stream)
+    assert "stack" not in line
+
+
+def test_unknown_time_encoding_and_stacktrace_level_are_refused(stream: io.StringIO) -> None:
+    with pytest.raises(ValueError, match="unknown time encoding"):
+        configure_logging("info", "json", stream=stream, time_encoding="unix")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown stacktrace level"):
+        configure_logging("info", "json", stream=stream, stacktrace_level="warn")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobset_controller.cli import main
+from jobset_controller.cli import build_parser, main
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -64,6 +64,9 @@ def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
         (["run", "--kube-api-qps", "lots"], "argument --kube-api-qps: invalid float value: 'lots'"),
         (["run", "--leader-elect=maybe"], "argument --leader-elect: invalid boolean value 'maybe'"),
         (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["run", "--zap-encoder=xml"], "argument --zap-encoder: invalid choice: 'xml'"),
+        (["run", "--zap-stacktrace-level=warn"], "argument --zap-stacktrace-level: invalid"),
+        (["run", "--zap-time-encoding=unix"], "argument --zap-time-encoding: invalid choice"),
     ],
 )
 def test_bad_flags_are_one_line_naming_the_flag_and_exit_2(
@@ -75,6 +78,24 @@ def test_bad_flags_are_one_line_naming_the_flag_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert expected in err
+
+
+def test_upstreams_zap_flags_are_accepted() -> None:
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--zap-log-level=2",
+            "--zap-devel=false",
+            "--zap-encoder=json",
+            "--zap-stacktrace-level=error",
+            "--zap-time-encoding=rfc3339nano",
+        ]
+    )
+    assert (args.zap_encoder, args.zap_stacktrace_level, args.zap_time_encoding) == (
+        "json",
+        "error",
+        "rfc3339nano",
+    )
 
 
 def test_missing_kubeconfig_is_one_line_and_exit_2(
