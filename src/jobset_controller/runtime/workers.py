@@ -8,6 +8,14 @@ The rules are controller-runtime's, so behaviour and metrics match upstream:
   lagged a write, without one), counted, and the key is re-added with the rate limiter's
   backoff (5 ms doubling to 1000 s per key). A failing key never kills its worker, another
   worker, or the process; other keys keep flowing;
+- a `TerminalError`: the reconcile says retrying cannot help; counted as an error and in
+  `controller_runtime_terminal_reconcile_errors_total`, and the key is forgotten, not re-added
+  (it runs again when its object changes), as controller-runtime treats reconcile.TerminalError;
+- a panic, Python's equivalent of a Go panic: an exception of a type that means a bug in the code
+  rather than a failure of the world (`PANIC_TYPES`: a missing key or attribute, a wrong type, a
+  failed assertion, ...). controller-runtime recovers panics, counts them in
+  `controller_runtime_reconcile_panics_total` and retries; so do we, logging it as a bug. Failures
+  of the world (API errors, timeouts, connection errors) are plain errors;
 - `done(key)` always, so a key added while it was being reconciled runs again afterwards.
 
 Every reconcile gets a fresh `reconcile_id`, bound with the key's parts into structlog's context
@@ -36,6 +44,23 @@ RECONCILE_TIME_BUCKETS = (
     0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
     6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
 )  # fmt: skip
+
+
+# Exception types that mean the reconcile code itself is wrong (what would be a panic in Go:
+# nil dereference, index out of range, a failed type assertion), not that a call failed.
+PANIC_TYPES: tuple[type[Exception], ...] = (
+    ArithmeticError,
+    AssertionError,
+    AttributeError,
+    LookupError,
+    NameError,
+    RecursionError,
+    TypeError,
+)
+
+
+class TerminalError(Exception):
+    """Raised by a reconcile when retrying the key cannot succeed (the object must change first)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +113,20 @@ class ReconcileMetrics:
         for result in ("success", "error", "requeue", "requeue_after"):
             self.total.labels(controller, result)
         self.errors.labels(controller)
+        self.terminal_errors = Counter(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.terminal_errors.labels(controller)
+        self.panics = Counter(
+            "controller_runtime_reconcile_panics",
+            "Total number of reconciliation panics per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.panics.labels(controller)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -155,9 +194,17 @@ class Workers:
                 self.metrics.total.labels(controller, "error").inc()
                 self.metrics.errors.labels(controller).inc()
                 retries = self._queue.num_requeues(key)
+                if isinstance(error, TerminalError):
+                    self.metrics.terminal_errors.labels(controller).inc()
+                    log.error("reconcile failed terminally, not retrying", error=str(error))
+                    self._queue.forget(key)
+                    return
                 if isinstance(error, Conflict):
                     # Expected when a cache lags a write: no traceback, just look again.
                     log.info("conflict, will retry from fresh state", retries=retries)
+                elif isinstance(error, PANIC_TYPES):
+                    self.metrics.panics.labels(controller).inc()
+                    log.exception("reconcile panicked (a bug), will retry with backoff")
                 else:
                     log.exception("reconcile failed, will retry with backoff", retries=retries)
                 self._queue.add_rate_limited(key)

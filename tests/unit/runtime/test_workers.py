@@ -9,7 +9,7 @@ import itertools
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.runtime.clock import FakeClock
-from jobset_controller.runtime.workers import Result, Workers
+from jobset_controller.runtime.workers import Result, TerminalError, Workers
 from jobset_controller.runtime.workqueue import WorkQueue
 
 
@@ -115,3 +115,54 @@ async def test_workers_stop_when_the_queue_shuts_down() -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(task, 1)
     assert task.done()
+
+
+async def test_a_panic_is_counted_and_retried_and_plain_errors_are_not_panics() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue("test", clock=clock)
+    registry = CollectorRegistry()
+    calls: list[str] = []
+
+    async def reconcile(key: str) -> Result | None:
+        calls.append(key)
+        if key == "ns/bug" and calls.count(key) == 1:
+            raise KeyError("metadata")  # a bug in the reconcile: Go would panic here
+        if key == "ns/world" and calls.count(key) == 1:
+            raise TimeoutError("the API server did not answer")
+        return None
+
+    task = asyncio.create_task(Workers("test", queue, reconcile, registry=registry).run())
+    queue.add("ns/bug")
+    queue.add("ns/world")
+    await clock.settle()
+    await clock.advance(0.1)
+    assert calls.count("ns/bug") == 2  # recovered and retried, like controller-runtime
+    assert calls.count("ns/world") == 2
+    assert sample(registry, "controller_runtime_reconcile_panics_total", controller="test") == 1
+    assert sample(registry, "controller_runtime_reconcile_errors_total", controller="test") == 2
+    queue.shutdown()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_a_terminal_error_is_counted_and_the_key_is_not_retried() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue("test", clock=clock)
+    registry = CollectorRegistry()
+    calls: list[str] = []
+
+    async def reconcile(key: str) -> Result | None:
+        calls.append(key)
+        raise TerminalError("the spec can never be satisfied")
+
+    task = asyncio.create_task(Workers("test", queue, reconcile, registry=registry).run())
+    queue.add("ns/stuck")
+    await clock.settle()
+    await clock.advance(100.0)
+    assert calls == ["ns/stuck"]
+    assert queue.num_requeues("ns/stuck") == 0
+    labels = {"controller": "test"}
+    assert sample(registry, "controller_runtime_terminal_reconcile_errors_total", **labels) == 1
+    assert sample(registry, "controller_runtime_reconcile_errors_total", **labels) == 1
+    assert sample(registry, "controller_runtime_reconcile_panics_total", **labels) == 0
+    queue.shutdown()
+    await asyncio.wait_for(task, 1)
