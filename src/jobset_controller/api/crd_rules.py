@@ -8,7 +8,11 @@ lets the webhook skip them and keeps each module's message sources obvious.
 Rules (docs/behaviour.md#spec), with the API server's rendering of the bad value (``"object"`` or
 ``"array"``, the CEL type name):
 
-* on ``spec``: startupPolicy InOrder and any dependsOn are mutually exclusive;
+* on ``spec``: startupPolicy InOrder and any dependsOn are mutually exclusive (with InOrder and
+  no ``replicatedJobs`` key at all, evaluating the rule fails: "no such key");
+* the list-map keys (schema, not CEL, but also enforced before any webhook): replicatedJobs and
+  each replicatedJob's dependsOn are ``x-kubernetes-list-type: map`` keyed by ``name``, so a
+  repeated name is a ``Duplicate value`` at the repeating item;
 * on each volumeClaimPolicy: templates must not set ``metadata.namespace``;
 * transition rules ``self == oldSelf`` on network, successPolicy, failurePolicy, startupPolicy,
   volumeClaimPolicies and each replicatedJob's dependsOn (matched by name, the list-map key).
@@ -48,8 +52,15 @@ def validate_crd_rules_on_create(js: JobSet) -> list[FieldError]:
         spec.startup_policy is not None
         and spec.startup_policy.startup_policy_order == StartupPolicyOrder.IN_ORDER
     )
-    if in_order and any(rjob.depends_on is not None for rjob in spec.replicated_jobs):
+    if in_order and "replicated_jobs" not in spec.model_fields_set:
+        message = f"no such key: replicatedJobs evaluating rule: {MUTUALLY_EXCLUSIVE_MESSAGE}"
+        errors.append(FieldError("spec", "Invalid", message, "object"))
+    elif in_order and any(rjob.depends_on is not None for rjob in spec.replicated_jobs):
         errors.append(FieldError("spec", "Invalid", MUTUALLY_EXCLUSIVE_MESSAGE, "object"))
+    errors += _duplicate_keys([rjob.name for rjob in spec.replicated_jobs], "spec.replicatedJobs")
+    for index, rjob in enumerate(spec.replicated_jobs):
+        names = [dependency.name for dependency in rjob.depends_on or ()]
+        errors += _duplicate_keys(names, f"spec.replicatedJobs[{index}].dependsOn")
     for index, policy in enumerate(spec.volume_claim_policies):
         if any(template.metadata.namespace for template in policy.templates):
             errors.append(
@@ -60,6 +71,17 @@ def validate_crd_rules_on_create(js: JobSet) -> list[FieldError]:
                     "object",
                 )
             )
+    return errors
+
+
+def _duplicate_keys(names: list[str], path: str) -> list[FieldError]:
+    """``Duplicate value`` for each item of a list-map keyed by ``name`` whose name came before."""
+    seen: set[str] = set()
+    errors: list[FieldError] = []
+    for index, name in enumerate(names):
+        if name in seen:
+            errors.append(FieldError(f"{path}[{index}]", "Duplicate", "", {"name": name}))
+        seen.add(name)
     return errors
 
 

@@ -13,6 +13,7 @@ The API server's reading, mirrored here:
   nullable), so ``annotations:`` with no value or ``spec: null`` read as absent. Inside the
   top-level ``labels`` and ``annotations`` maps a null value reads as ``""`` (Go's JSON decoding
   into ``map[string]string``). A null list item is not dropped: it is an error.
+* A whole-number float (``2.0``) is read as the integer (``2``), up to ``MAX_JSON_INTEGER``.
 * Mapping keys that are not strings (YAML ``1:``, ``true:``) become strings, as the YAML-to-JSON
   conversion does.
 * ``apiVersion`` and ``kind`` must be ``jobset.x-k8s.io/v1alpha2`` and ``JobSet``; a document of
@@ -52,6 +53,9 @@ from jobset_controller.api.types import JobSet, ObjectMeta
 from jobset_controller.api.validation import DEFAULT_FEATURES, validate_create
 
 MAX_DEPTH: Final = 100
+# Whole floats up to 2**53 - 1 read as integers (OpenAPI validation allows them); beyond, a type
+# error, as the API server reports for 1e20.
+MAX_JSON_INTEGER: Final = 2**53 - 1
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,8 @@ def _copy_node(
         items: list[Any] = []
         pending.append((value, items, path, depth + 1, zone))
         return items
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_JSON_INTEGER:
+        return int(value)  # the API server's integer fields take 2.0 as 2
     return value
 
 

@@ -8,9 +8,10 @@ of the checks are the server's (Kubernetes 1.36), so the two answers read the sa
 
 What is checked, for the top-level ``metadata`` of a create request: name or generateName present,
 both DNS-1123 subdomains (generateName with its trailing dash masked, the name as generated from
-it), namespace a DNS-1123 label when set, generation not negative, label keys and values, annotation
-keys and their total size (256 KiB), finalizer names. Not checked: ownerReferences and
-managedFields, which the server validates too but no user manifest should carry.
+it), namespace a DNS-1123 label when set, label keys and values, annotation keys and their total
+size (256 KiB), finalizer names. Not checked: ownerReferences and managedFields, which the server
+validates too but no user manifest should carry; and generation, which the server sets to 1 on
+create before validating (a negative one in a manifest is accepted and replaced).
 """
 
 import re
@@ -45,7 +46,6 @@ _DNS1123_LABEL_ERR: Final = (
     "and must start and end with an alphanumeric character"
 )
 _DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_NEGATIVE: Final = "must be greater than or equal to 0"
 _ORPHAN_FINALIZER: Final = "orphan"
 _FOREGROUND_FINALIZER: Final = "foregroundDeletion"
 
@@ -73,8 +73,6 @@ def validate_object_meta(metadata: ObjectMeta, path: str = "metadata") -> list[F
             FieldError(f"{path}.namespace", "Invalid", message, metadata.namespace)
             for message in is_dns1123_label(metadata.namespace)
         ]
-    if metadata.generation is not None and metadata.generation < 0:
-        errors.append(FieldError(f"{path}.generation", "Invalid", _NEGATIVE, metadata.generation))
     errors += validate_labels(metadata.labels, f"{path}.labels")
     errors += validate_annotations(metadata.annotations, f"{path}.annotations")
     errors += _validate_finalizers(metadata.finalizers, f"{path}.finalizers")

@@ -100,10 +100,9 @@ def test_finalizers() -> None:
     ]
 
 
-def test_negative_generation() -> None:
-    assert errors(name="x", generation=-1) == [
-        "metadata.generation: Invalid value: -1: must be greater than or equal to 0"
-    ]
+def test_generation_is_not_checked_on_create_because_the_server_replaces_it() -> None:
+    # Found by tests/integration/test_validate_differential.py: the server accepts generation -1.
+    assert errors(name="x", generation=-1) == []
 
 
 # --- check_manifest ------------------------------------------------------------------------------
@@ -154,3 +153,37 @@ def test_depth_limit_names_the_path() -> None:
     [error] = check_manifest(manifest(spec={"extra": deep})).errors
     assert error.field.startswith("spec.extra[0][0]")
     assert error.message == f"must not be nested more than {MAX_DEPTH} levels deep"
+
+
+# Found by tests/integration/test_validate_differential.py (the API server's answers).
+def _rjob(name: str, replicas: object = 1, **fields: Any) -> dict[str, Any]:
+    pod = {"containers": [{"name": "main", "image": "busybox"}]}
+    template = {"spec": {"template": {"spec": pod}}}
+    return {"name": name, "replicas": replicas, "template": template, **fields}
+
+
+def test_whole_number_floats_read_as_integers_like_the_api_server() -> None:
+    assert check_manifest(manifest(spec={"replicatedJobs": [_rjob("w", 2.0)]})).errors == ()
+    [error] = check_manifest(manifest(spec={"replicatedJobs": [_rjob("w", 1e20)]})).errors
+    assert error.field == "spec.replicatedJobs[0].replicas"
+
+
+def test_repeated_list_map_keys_are_duplicates_like_the_crd_schema() -> None:
+    document = manifest(spec={"replicatedJobs": [_rjob("w"), _rjob("v"), _rjob("w")]})
+    assert [str(e) for e in check_manifest(document).errors] == [
+        'spec.replicatedJobs[2]: Duplicate value: {"name":"w"}'
+    ]
+    twice = [{"name": "a", "status": "Complete"}, {"name": "a", "status": "Ready"}]
+    document = manifest(spec={"replicatedJobs": [_rjob("a"), _rjob("b", dependsOn=twice)]})
+    assert [str(e) for e in check_manifest(document).errors] == [
+        'spec.replicatedJobs[1].dependsOn[1]: Duplicate value: {"name":"a"}'
+    ]
+
+
+def test_in_order_without_a_replicated_jobs_key_fails_the_crd_rule() -> None:
+    in_order = {"startupPolicy": {"startupPolicyOrder": "InOrder"}}
+    assert [str(e) for e in check_manifest(manifest(spec=in_order)).errors] == [
+        'spec: Invalid value: "object": no such key: replicatedJobs evaluating rule: '
+        "StartupPolicy and DependsOn APIs are mutually exclusive"
+    ]
+    assert check_manifest(manifest(spec={**in_order, "replicatedJobs": []})).errors == ()
