@@ -1,4 +1,4 @@
-"""`jobset-controller` command line: `run`, `validate`, `envtest`, `version`.
+"""`jobset-controller` command line: `run`, `validate`, `plan`, `status`, `version`.
 
 Exit codes: 0 success, 1 a checked failure (e.g. an invalid JobSet), 2 bad usage (flag or file).
 """
@@ -11,11 +11,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-import yaml
-
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
-from jobset_controller.api.manifest import check_manifest
+from jobset_controller.tools.commands import (
+    add_plan_parser,
+    add_status_parser,
+    run_plan,
+    run_status,
+)
+from jobset_controller.tools.documents import (
+    UncheckableFile,
+    UnreadableFile,
+    judge_documents,
+    one_line,
+    read_documents,
+)
 
 
 def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
@@ -27,55 +37,22 @@ def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
     failures = 0
     for path in files:
         try:
-            documents = _load_documents(path.read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-            print(_one_line(f"{path}: cannot read: {error}"), file=sys.stderr)
+            documents = read_documents(path)
+        except UnreadableFile as error:
+            print(error, file=sys.stderr)
             return 2
-        except (RecursionError, ValueError) as problem:
-            # Valid YAML this process cannot hold: nesting past the recursion limit, or an
-            # integer longer than Python converts from text.
-            reason = "nested too deeply" if isinstance(problem, RecursionError) else problem
-            print(_one_line(f"{path}: cannot check: {reason}"))
+        except UncheckableFile as error:
+            print(error)
             failures += 1
             continue
-        for number, document in enumerate(documents, start=1):
-            if document is None:
-                continue
-            check = check_manifest(document, features=gates)
-            if not check.is_jobset:
-                continue
-            subject = f"JobSet {check.name}" if check.name else f"document {number}"
-            for field_error in check.errors:
-                print(_one_line(f"{path}: {subject}: {field_error}"))
-            if check.errors:
+        for judged in judge_documents(path, documents, gates):
+            for line in judged.error_lines():
+                print(line)
+            if judged.check.errors:
                 failures += 1
             else:
-                print(_one_line(f"{path}: {subject}: valid"))
+                print(one_line(f"{path}: {judged.subject}: valid"))
     return 1 if failures else 0
-
-
-class _JsonCompatibleLoader(yaml.SafeLoader):
-    """YAML as the API server's YAML-to-JSON conversion reads it: timestamps stay strings."""
-
-
-_JsonCompatibleLoader.yaml_implicit_resolvers = {
-    first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _load_documents(text: str) -> list[Any]:
-    return list(yaml.load_all(text, Loader=_JsonCompatibleLoader))
-
-
-def _one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped, so one message is a line."""
-    if text.isprintable():
-        return text
-    return "".join(
-        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
-        for char in text
-    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,8 +62,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jobset-controller", description=__doc__)
+def build_parser(prog: str = "jobset-controller") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="default and validate JobSet manifests offline")
     validate.add_argument("files", nargs="+", type=Path)
@@ -96,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated Gate=true|false, as in the Configuration file's featureGates",
     )
     _add_run_parser(commands)
+    add_plan_parser(commands)
+    add_status_parser(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -128,6 +107,15 @@ def _add_run_parser(commands: Any) -> None:
         "--metrics-bind-address",
         default=None,
         help='metrics address (default ":8443"; "0" disables)',
+    )
+    run.add_argument(
+        "--metrics-secure",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="serve metrics over HTTPS with TokenReview/SubjectAccessReview on every request "
+        "(default true; false: plain HTTP for anyone, e.g. behind a proxy)",
     )
     run.add_argument(
         "--health-probe-bind-address", default=None, help='probe address (default ":8081")'
@@ -235,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         config=config,
         kubeconfig=args.kubeconfig,
         metrics_bind_address=pick(args.metrics_bind_address, config.metrics.bind_address),
+        metrics_secure=args.metrics_secure,
         health_probe_bind_address=pick(
             args.health_probe_bind_address, config.health.health_probe_bind_address
         ),
@@ -264,16 +253,25 @@ def _parse_gates(text: str) -> FeatureGates:
     return FeatureGates.from_mapping(mapping)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "jobset-controller") -> int:
+    args = build_parser(prog).parse_args(argv)
     if args.command == "version":
         print(__version__)
         return 0
     if args.command == "run":
         return _run(args)
+    if args.command == "status":
+        return run_status(args)
     try:
         gates = _parse_gates(args.feature_gates)
     except ValueError as error:
         print(f"jobset-controller: {error}", file=sys.stderr)
         return 2
+    if args.command == "plan":
+        return run_plan(args, gates)
     return _validate(args.files, gates)
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """The ``kubectl-jobset`` plugin: ``kubectl jobset status|plan|validate ...``."""
+    return main(argv, prog="kubectl jobset")

@@ -66,11 +66,14 @@ class ManifestCheck:
         is_jobset: False for a document of another kind (not checked, no errors).
         name: The JobSet's name for messages: ``metadata.name``, else ``<generateName>*``, else "".
         errors: Everything creating it would be refused for; empty when it would be accepted.
+        jobset: The JobSet as the API server would store it (not defaulted), when it would be
+            accepted; None otherwise. ``plan`` reconciles exactly what was judged from this.
     """
 
     is_jobset: bool
     name: str
     errors: tuple[FieldError, ...]
+    jobset: JobSet | None = None
 
 
 def check_manifest(document: object, *, features: FeatureGates = DEFAULT_FEATURES) -> ManifestCheck:
@@ -94,9 +97,8 @@ def check_manifest(document: object, *, features: FeatureGates = DEFAULT_FEATURE
         return ManifestCheck(True, name, tuple(errors + spec_errors))
     if errors:
         return ManifestCheck(True, name, tuple(errors + validate_crd_rules_on_create(jobset)))
-    return ManifestCheck(
-        True, name, tuple(validate_create(default_jobset(jobset), features=features))
-    )
+    verdict = tuple(validate_create(default_jobset(jobset), features=features))
+    return ManifestCheck(True, name, verdict, None if verdict else jobset)
 
 
 def _type_meta_errors(document: Mapping[str, Any]) -> list[FieldError]:

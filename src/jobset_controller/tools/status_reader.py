@@ -1,0 +1,67 @@
+"""The I/O half of ``status``: read a JobSet, its Jobs, pods and events with our ``KubeClient``.
+
+Thin on purpose: four list/get calls and the grouping by owner; everything shown or concluded
+from them is decided by the pure modules (``status_tree``, ``diagnosis``). Jobs and pods are
+listed by the ``jobset-name`` label and then kept only when their controller owner is the JobSet
+(or one of its Jobs), as the controller itself counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from jobset_controller.api import JOBSET_NAME_KEY
+from jobset_controller.controller.resources import JOBS, JOBSETS
+from jobset_controller.runtime.client import ApiError, KubeClient
+from jobset_controller.runtime.resources import EVENTS, Resource
+from jobset_controller.tools.status_model import JobSetState, controller_uid, event_time, uid
+
+# Pods are read only by this tool; the controller never touches them.
+PODS: Final = Resource("", "v1", "pods")
+_OLDEST: Final = datetime.min.replace(tzinfo=UTC)
+
+
+async def read_states(
+    client: KubeClient,
+    namespace: str,
+    name: str | None,
+    *,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> list[JobSetState]:
+    """Every JobSet of ``namespace`` (or the one named) with its children; NotFound propagates."""
+    if name:
+        jobsets = [await client.get(JOBSETS.path(namespace, name))]
+    else:
+        jobsets = _items(await client.get(JOBSETS.path(namespace)))
+    selector = f"{JOBSET_NAME_KEY}={name}" if name else JOBSET_NAME_KEY
+    jobs = _items(await client.get(JOBS.path(namespace), labelSelector=selector))
+    pods = _items(await client.get(PODS.path(namespace), labelSelector=selector))
+    try:
+        events = _items(await client.get(EVENTS.path(namespace)))
+    except ApiError:
+        events = []  # events are a help, not a requirement (a user may not be allowed to list)
+    taken = now()
+    return [group(jobset, jobs, pods, events, taken) for jobset in jobsets]
+
+
+def group(
+    jobset: Mapping[str, Any],
+    jobs: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    now: datetime,
+) -> JobSetState:
+    """The children of one JobSet by controller owner, and the events about any of them."""
+    own_jobs = tuple(job for job in jobs if controller_uid(job) == uid(jobset))
+    job_uids = {uid(job) for job in own_jobs}
+    own_pods = tuple(pod for pod in pods if controller_uid(pod) in job_uids)
+    subjects = {uid(jobset), *job_uids, *(uid(pod) for pod in own_pods)}
+    about = [e for e in events if (e.get("regarding") or {}).get("uid") in subjects]
+    about.sort(key=lambda event: event_time(event) or _OLDEST)
+    return JobSetState(jobset, own_jobs, own_pods, tuple(about), now)
+
+
+def _items(listing: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [item for item in listing.get("items") or () if isinstance(item, dict)]
