@@ -158,7 +158,8 @@ class _Expired(Exception):
 
 
 class Informer:
-    """Keeps `store` in step with one resource (optionally one namespace / label selector)."""
+    """Keeps `store` in step with one resource (optionally one namespace, label selector and
+    field selector; ``metadata.name=<name>`` watches one object, which RBAC can grant by name)."""
 
     def __init__(
         self,
@@ -167,6 +168,7 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         transform: Transform = strip_managed_fields,
         keep: Keep | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
@@ -184,6 +186,7 @@ class Informer:
         self.resource = resource
         self._namespace = namespace
         self._label_selector = label_selector
+        self._field_selector = field_selector
         self._transform = transform
         self._keep = keep
         self.store = Store({"namespace": index_by_namespace, **(indexers or {})})
@@ -249,7 +252,10 @@ class Informer:
         return self.resource.path(self._namespace)
 
     async def _list(self) -> None:
-        params: dict[str, Any] = {"labelSelector": self._label_selector}
+        params: dict[str, Any] = {
+            "labelSelector": self._label_selector,
+            "fieldSelector": self._field_selector,
+        }
         attempts = [self.resource_version or "0", ""]
         body: dict[str, Any] | None = None
         for rv in attempts:
@@ -294,6 +300,7 @@ class Informer:
                 self._min_watch_timeout, 2 * self._min_watch_timeout
             ),
             "labelSelector": self._label_selector,
+            "fieldSelector": self._field_selector,
         }
         self.stats.watches += 1
         started, events = self._clock.now(), 0

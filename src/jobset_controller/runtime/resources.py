@@ -3,8 +3,8 @@
 Why one module: an API path spelled by hand in several places drifts (a group renamed in one,
 a version bumped in another) and nothing notices until a request 404s. Every path the product
 sends is built by `Resource.path` from a constant defined once: here for the kinds the generic
-runtime owns (the leader-election Lease, the Events it records), and in the controller's own
-resources module for the kinds a controller reconciles.
+runtime owns (the leader-election Lease, the Events it records, the reviews that guard
+/metrics), and in the controller's own resources module for the kinds a controller reconciles.
 """
 
 from __future__ import annotations
@@ -37,3 +37,15 @@ class Resource:
 
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events")
+# Create-only reviews: who a bearer token belongs to, and whether that user may read /metrics.
+TOKEN_REVIEWS: Final = Resource("authentication.k8s.io", "v1", "tokenreviews")
+SUBJECT_ACCESS_REVIEWS: Final = Resource("authorization.k8s.io", "v1", "subjectaccessreviews")
+# Serving-certificate management (runtime.certrotator): the Secret holding the certificates and
+# the admission webhook configurations whose caBundle it keeps current.
+SECRETS: Final = Resource("", "v1", "secrets")
+MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"
+)
