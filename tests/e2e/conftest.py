@@ -17,6 +17,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -45,11 +46,43 @@ def namespace(full_cluster: FullCluster) -> Iterator[str]:
         full_cluster.delete_namespace(name)
 
 
+@dataclass(frozen=True)
+class ControllerEndpoints:
+    """Where the session's controller serves /metrics and its (unregistered) webhooks."""
+
+    metrics: str
+    webhook: str
+
+
 @pytest.fixture(scope="session")
-def jobset_controller(full_cluster: FullCluster) -> Iterator[subprocess.Popen[bytes]]:
-    """`jobset-controller run` against the full cluster, as a user runs it (one per session)."""
+def controller_endpoints(full_cluster: FullCluster) -> ControllerEndpoints:
+    return ControllerEndpoints(f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}")
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(
+    full_cluster: FullCluster, controller_endpoints: ControllerEndpoints
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`jobset-controller run` against the full cluster, as a user runs it (one per session).
+
+    It serves /metrics and the JobSet webhooks (with a certificate of the cluster's CA; no
+    webhook configuration points at them) so a real Prometheus can scrape every metric family.
+    """
     health = free_port()
     log = full_cluster.workdir / "jobset-controller.log"
+    cert_dir = full_cluster.workdir / "controller-webhook-certs"
+    cert_dir.mkdir(exist_ok=True)
+    pair = full_cluster.ca.issue(
+        "controller-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
+    )
+    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    webhook_host, _, webhook_port = controller_endpoints.webhook.rpartition(":")
+    config = full_cluster.workdir / "jobset-controller-config.yaml"
+    config.write_text(
+        "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
+        f"webhook: {{host: '{webhook_host}', port: {webhook_port}, certDir: '{cert_dir}'}}\n"
+    )
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -57,8 +90,9 @@ def jobset_controller(full_cluster: FullCluster) -> Iterator[subprocess.Popen[by
             "jobset_controller",
             "run",
             f"--kubeconfig={full_cluster.kubeconfig}",
+            f"--config={config}",
             "--leader-elect=false",
-            "--metrics-bind-address=0",
+            f"--metrics-bind-address={controller_endpoints.metrics}",
             f"--health-probe-bind-address=127.0.0.1:{health}",
             "--log-format=json",
         ],
