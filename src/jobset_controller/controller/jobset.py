@@ -60,7 +60,11 @@ class JobSetController:
         now: Callable[[], datetime.datetime] = _utc_now,
         clock: Clock | None = None,
         rng: RandomSource = random,
+        pod_webhooks: Callable[[], bool] = lambda: False,
     ) -> None:
+        """`pod_webhooks` answers, per pass, whether the pod webhooks are active (the
+        placement mode in force, `placement_mode.PlacementMode`)."""
+        self._pod_webhooks = pod_webhooks
         self.jobsets, self.jobs, self.services, self.pvcs = build_informers(
             client, enqueue, clock=clock, rng=rng
         )
@@ -89,6 +93,7 @@ class JobSetController:
             now=self._now(),
             features=self._features,
             existing_pvcs=frozenset(c["metadata"]["name"] for c in claims),
+            pod_webhooks=self._pod_webhooks(),
         )
 
     def _cache_is_behind_our_write(self, key: str, raw: dict[str, Any]) -> bool:

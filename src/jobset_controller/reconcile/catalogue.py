@@ -138,3 +138,36 @@ def invalid_jobset_message(problem: str) -> str:
 # Why a JobSet without replicatedJobs fails (ValidationFailed): the CRD admits it, but there is
 # nothing to run and replicatedJobs are immutable, so it could otherwise only sit without status.
 NO_REPLICATED_JOBS_MESSAGE: Final = "jobset has no replicatedJobs, so there is nothing to run"
+
+
+# --- the pod controller (docs/behaviour.md#exclusive-placement) --------------------------------
+
+# The condition put on a misplaced follower before it is deleted (upstream's words), so a
+# podFailurePolicy can tell this deletion from a real failure.
+DISRUPTION_TARGET_CONDITION: Final = "DisruptionTarget"
+EXCLUSIVE_PLACEMENT_VIOLATION_REASON: Final = "ExclusivePlacementViolation"
+EXCLUSIVE_PLACEMENT_VIOLATION_MESSAGE: Final = "Pod violated JobSet exclusive placement policy"
+# Ours: Warning events on a leader whose domain cannot be read, so followers waiting for it (a
+# gate, or upstream's rejected creates) are never held without a visible reason.
+LEADER_NODE_NOT_FOUND_EVENT: Final = "ExclusivePlacementLeaderNodeNotFound"
+LEADER_NODE_WITHOUT_TOPOLOGY_EVENT: Final = "ExclusivePlacementTopologyMissing"
+# Normal event on a follower released from its gate.
+FOLLOWER_PLACED_EVENT: Final = "ExclusivePlacementFollowerPlaced"
+
+
+def leader_node_not_found_message(node: str) -> str:
+    return (
+        f"node {node} of this leader pod does not exist; its followers wait until the Job "
+        "controller replaces this pod"
+    )
+
+
+def leader_node_without_topology_message(node: str, key: str) -> str:
+    return (
+        f"node {node} of this leader pod has no label {key}; its followers wait until the node "
+        "is labelled"
+    )
+
+
+def follower_placed_message(key: str, domain: str) -> str:
+    return f"leader bound: nodeSelector {key}={domain} set and scheduling gate removed"

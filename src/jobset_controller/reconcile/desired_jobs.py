@@ -9,7 +9,8 @@ annotations only), then the controller:
    exclusive-placement annotations (``labels``);
 2. sets the pod template's ``subdomain`` when DNS hostnames are enabled (the headless Service
    has that name);
-3. applies the exclusive-placement strategy (``placement``);
+3. applies the exclusive-placement strategy (``placement``): with the pod webhooks active, the
+   leader/follower label instead of affinity in the template;
 4. sets ``spec.suspend`` to the JobSet's suspend value, whatever the template says;
 5. adds a volume for every volume-claim template the pods mount (``volumes``);
 6. adds the controller ownerReference.
@@ -20,6 +21,7 @@ from typing import Any
 
 from jobset_controller.api import EXCLUSIVE_KEY, JOB_KEY, JobSet, ReplicatedJob
 from jobset_controller.api.naming import job_name, jobset_subdomain
+from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_LABEL
 from jobset_controller.reconcile.labels import child_labels, exclusive_annotations
 from jobset_controller.reconcile.ownership import controller_reference
 from jobset_controller.reconcile.placement import (
@@ -45,6 +47,7 @@ def construct_job(
     *,
     restarts: int,
     job_restart_attempt: int | None,
+    pod_webhooks: bool = False,
 ) -> dict[str, Any]:
     """The manifest of Job ``job_index`` of ``rjob``.
 
@@ -54,6 +57,8 @@ def construct_job(
         job_index: 0 .. replicas-1.
         restarts: ``status.restarts`` now, recorded in the restart-attempt label.
         job_restart_attempt: RestartJob gate: this index's ``jobRestarts`` value; else None.
+        pod_webhooks: The pod webhooks are active: an affinity-strategy Job is placed by leader
+            and followers (labelled, no affinity in its template).
     """
     namespace = js.metadata.namespace or ""
     name = job_name(js.metadata.name or "", rjob.name, job_index)
@@ -76,7 +81,12 @@ def construct_job(
     if uses_node_selector_strategy(job_annotations):
         pod_spec = with_node_selector_strategy(pod_spec, namespace, name)
     if uses_affinity_strategy(pod_annotations):
-        pod_spec = with_exclusive_affinity(pod_spec, keys[JOB_KEY], pod_annotations[EXCLUSIVE_KEY])
+        if pod_webhooks:
+            pod_metadata["labels"][PLACEMENT_LABEL] = LEADER_FOLLOWER
+        else:
+            pod_spec = with_exclusive_affinity(
+                pod_spec, keys[JOB_KEY], pod_annotations[EXCLUSIVE_KEY]
+            )
     pod_spec = with_claim_volumes(pod_spec, js)
     spec["template"] = {**pod_template, "metadata": pod_metadata, "spec": pod_spec}
     spec["suspend"] = jobset_is_suspended(js)

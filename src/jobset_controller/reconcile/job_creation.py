@@ -79,7 +79,12 @@ def plan_job_creation(view: JobSetView, draft: StatusDraft) -> Creation:
                 attempt = draft.job_restarts_of(rjob.name).at(job_index)
             jobs.append(
                 construct_job(
-                    js, rjob, job_index, restarts=draft.restarts, job_restart_attempt=attempt
+                    js,
+                    rjob,
+                    job_index,
+                    restarts=draft.restarts,
+                    job_restart_attempt=attempt,
+                    pod_webhooks=view.pod_webhooks,
                 )
             )
         if in_order:

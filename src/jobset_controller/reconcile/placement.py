@@ -6,15 +6,19 @@ annotation. Two strategies put the Job's pods into a domain of their own:
 * **node-selector strategy** (the ``alpha.jobset.sigs.k8s.io/node-selector`` annotation too, on
   the Job): the pods select nodes labelled ``namespaced-job=<ns>_<jobName>`` and tolerate the
   ``no-schedule`` taint. The user labels and taints the nodes beforehand.
-* **affinity strategy** (the default): upstream's pod webhook gives the leader pod a required pod
-  affinity to its own Job and a required anti-affinity to every other Job, and pins followers to
-  the leader's domain. There is no pod webhook yet, so the controller writes the same two terms
-  into the Job's pod template, for every pod: the first pod scheduled picks the domain, the
-  affinity keeps the rest of the Job in it, the anti-affinity keeps other Jobs out. Upstream's
-  anti-affinity also requires an equal ``jobset.sigs.k8s.io/priority`` label, so exclusivity holds
-  only among pods of one priority; that label is set on Pods by the pod webhook from the resolved
-  ``spec.priority``, which is unknown when the Job is built, so the term is left out here and
-  exclusivity holds across priorities. Revisit both terms once the pod webhook exists.
+* **affinity strategy** (the default), two ways, chosen per Job when it is created:
+
+  - **leader/follower** (the pod webhooks are active, ``Snapshot.pod_webhooks``): the Job gets
+    no affinity; its pod template is labelled ``jobset.sigs.k8s.io/exclusive-placement:
+    leader-follower`` and the pod webhooks give the leader its affinity terms (with the priority
+    match) and pin followers to the leader's domain. Required affinity on every pod is what makes
+    the scheduler slow at scale, so this is the way whenever it is available.
+  - **affinity in the template** (the fallback when the webhooks are not known to be active:
+    a JobSet must never silently lose exclusivity): the controller writes the two terms into the
+    pod template, for every pod. The first pod scheduled picks the domain, the affinity keeps the
+    rest of the Job in it, the anti-affinity keeps other Jobs out. The priority match is left out
+    (the pod's priority is unknown when the Job is built), so here exclusivity holds across
+    priorities.
 
 Functions return new pod spec dicts; their input is never modified.
 """
@@ -26,11 +30,11 @@ from typing import Any, Final
 
 from jobset_controller.api import (
     EXCLUSIVE_KEY,
-    JOB_KEY,
     NAMESPACED_JOB_KEY,
     NO_SCHEDULE_TAINT_KEY,
     NODE_SELECTOR_STRATEGY_KEY,
 )
+from jobset_controller.api.placement import exclusive_terms, with_terms
 
 NO_SCHEDULE_TOLERATION: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -39,7 +43,6 @@ NO_SCHEDULE_TOLERATION: Final[Mapping[str, str]] = MappingProxyType(
         "effect": "NoSchedule",
     }
 )
-_REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def uses_node_selector_strategy(annotations: Mapping[str, str]) -> bool:
@@ -72,25 +75,8 @@ def with_node_selector_strategy(
 def exclusive_affinity_terms(
     own_job_key: str, topology_key: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The required (podAffinity term, podAntiAffinity term) for one Job's pods."""
-    affinity = {
-        "labelSelector": {
-            "matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [own_job_key]}]
-        },
-        "topologyKey": topology_key,
-        "namespaceSelector": {},
-    }
-    anti_affinity = {
-        "labelSelector": {
-            "matchExpressions": [
-                {"key": JOB_KEY, "operator": "Exists"},
-                {"key": JOB_KEY, "operator": "NotIn", "values": [own_job_key]},
-            ]
-        },
-        "topologyKey": topology_key,
-        "namespaceSelector": {},
-    }
-    return affinity, anti_affinity
+    """The required (podAffinity term, podAntiAffinity term) written into a fallback Job."""
+    return exclusive_terms(own_job_key, topology_key, priority=None)
 
 
 def with_exclusive_affinity(
@@ -98,11 +84,7 @@ def with_exclusive_affinity(
 ) -> dict[str, Any]:
     """``pod_spec`` with the two exclusive terms appended to its required (anti-)affinity."""
     out = copy.deepcopy(dict(pod_spec))
-    affinity_term, anti_affinity_term = exclusive_affinity_terms(own_job_key, topology_key)
-    affinity = dict(out.get("affinity") or {})
-    for kind, term in (("podAffinity", affinity_term), ("podAntiAffinity", anti_affinity_term)):
-        section = dict(affinity.get(kind) or {})
-        section[_REQUIRED] = [*(section.get(_REQUIRED) or []), term]
-        affinity[kind] = section
-    out["affinity"] = affinity
+    out["affinity"] = with_terms(
+        out.get("affinity"), exclusive_affinity_terms(own_job_key, topology_key)
+    )
     return out

@@ -130,7 +130,15 @@ def _view(snapshot: Snapshot) -> JobSetView | InvalidChild:
     if isinstance(children, InvalidChild):
         return children
     counts = count_replicated_jobs(list(replicas), children)
-    return JobSetView(js, children, counts_by_name(counts), replicas, features, snapshot.now)
+    return JobSetView(
+        js,
+        children,
+        counts_by_name(counts),
+        replicas,
+        features,
+        snapshot.now,
+        pod_webhooks=snapshot.pod_webhooks,
+    )
 
 
 def _finished(snapshot: Snapshot, view: JobSetView, draft: StatusDraft) -> Plan:

@@ -33,6 +33,9 @@ class Snapshot:
         existing_pvcs: Names of the PersistentVolumeClaims that exist in the JobSet's namespace,
             or None when unknown. Known names are not created again, so a steady JobSet with
             volumeClaimPolicies makes no writes; None keeps upstream's create-every-pass.
+        pod_webhooks: The pod webhooks are known to be active (the API server calls them): new
+            exclusive Jobs are placed by leader and followers instead of affinity in every pod.
+            False (the safe default) writes the affinity into the Job.
     """
 
     jobset: JobSet
@@ -41,6 +44,7 @@ class Snapshot:
     now: datetime
     features: FeatureGates = field(default_factory=FeatureGates)
     existing_pvcs: frozenset[str] | None = None
+    pod_webhooks: bool = False
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

@@ -24,6 +24,7 @@ class JobSetView:
         replicas: Replicas per replicatedJob name.
         features: The feature gates.
         now: The pass's time.
+        pod_webhooks: The pod webhooks are active (``Snapshot.pod_webhooks``).
     """
 
     jobset: JobSet
@@ -32,6 +33,7 @@ class JobSetView:
     replicas: Mapping[str, int]
     features: FeatureGates
     now: datetime
+    pod_webhooks: bool = False
 
     @property
     def suspended(self) -> bool:

@@ -57,7 +57,8 @@ DEFAULT_CONTROLLERS = (
 )
 _NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
-_MAX_NODES = 250
+# InternalIPs 10.1.<n // 250>.<n % 250 + 1>: four /24s of simulated nodes.
+_MAX_NODES = 1000
 
 
 class FullCluster(ControlPlane):
@@ -276,15 +277,16 @@ class FullCluster(ControlPlane):
     def add_nodes(self, specs: Iterable[NodeSpec], *, wait: bool = True) -> list[str]:
         """Create simulated Nodes (kwok makes them Ready); returns their names.
 
-        The n-th node gets InternalIP 10.1.0.<n+1> unless its spec sets one. With `wait`,
-        returns once every one of them is Ready and schedulable.
+        The n-th node gets InternalIP 10.1.<n // 250>.<n % 250 + 1> unless its spec sets one.
+        With `wait`, returns once every one of them is Ready and schedulable.
         """
         names: list[str] = []
         for spec in specs:
             index = self._node_count
             if index >= _MAX_NODES:
                 raise ControlPlaneError(f"at most {_MAX_NODES} simulated nodes are supported")
-            manifest = spec.manifest(internal_ip=spec.internal_ip or f"10.1.0.{index + 1}")
+            internal_ip = spec.internal_ip or f"10.1.{index // 250}.{index % 250 + 1}"
+            manifest = spec.manifest(internal_ip=internal_ip)
             status, body = self.request("POST", "/api/v1/nodes", manifest)
             if status != 201:
                 raise ControlPlaneError(f"creating node {spec.name} failed ({status}): {body}")

@@ -38,3 +38,34 @@ def jobset_webhook_configuration(
             }
         ],
     }
+
+
+def pod_webhook_configuration(name: str, webhook: str, url: str, ca: bytes) -> dict[str, Any]:
+    """A (mutating or validating) pod webhook configuration as shipped: pod CREATE, only pods
+    labelled with a JobSet name (objectSelector), every namespace. Register it only on a cluster
+    whose JobSet pods the webhook's controller owns (a module-scoped cluster, a benchmark)."""
+    return {
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": webhook,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
+                "objectSelector": {
+                    "matchExpressions": [
+                        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}
+                    ]
+                },
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+            }
+        ],
+    }

@@ -1,0 +1,220 @@
+"""Exclusive placement on the pod level: which pod is a Job's leader, where it is, what it needs.
+
+See docs/behaviour.md#exclusive-placement. With the pod webhooks active, a Job's pods are placed
+by leader and followers: the leader (completion index 0) carries a required pod affinity to its
+own Job and a required anti-affinity to other Jobs of the same priority on the topology label,
+and every other pod (a follower) is pinned to the leader's domain with a nodeSelector.
+
+Why these facts live in the API package: the pod webhooks (admission) and the pod controller
+(repair and un-gating) must read a pod the same way, and neither may import the other's room;
+both import this module. Everything here is pure and reads raw pod dicts, because a pod is not a
+JobSet type this package models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobset_controller.api.constants import (
+    EXCLUSIVE_KEY,
+    JOB_INDEX_KEY,
+    JOB_KEY,
+    JOBSET_NAME_KEY,
+    NODE_SELECTOR_STRATEGY_KEY,
+    PRIORITY_KEY,
+    REPLICATED_JOB_NAME_KEY,
+)
+
+# The pod template label the controller writes on Jobs placed by leader and followers (pod
+# webhooks active when the Job was created). The pod cache selects on it server-side, so only
+# these pods are ever held in memory; a Job created with affinity in its template has no such
+# label and the webhooks leave its pods' placement alone.
+PLACEMENT_LABEL: Final = "jobset.sigs.k8s.io/exclusive-placement"
+LEADER_FOLLOWER: Final = "leader-follower"
+# The scheduling gate a follower waits behind (gate mode) until its leader is bound.
+PLACEMENT_GATE: Final = "jobset.sigs.k8s.io/exclusive-placement"
+COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+_REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
+
+Pod = Mapping[str, Any]
+
+
+def _meta(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _spec(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("spec") or {}
+
+
+def labels_of(pod: Pod) -> Mapping[str, str]:
+    return _meta(pod).get("labels") or {}
+
+
+def annotations_of(pod: Pod) -> Mapping[str, str]:
+    return _meta(pod).get("annotations") or {}
+
+
+def is_jobset_pod(pod: Pod) -> bool:
+    """Upstream's test: the jobset-name ANNOTATION (labels can be edited away, annotations of
+    the pod template are what the Job controller copies verbatim)."""
+    return JOBSET_NAME_KEY in annotations_of(pod)
+
+
+def uses_node_selector_strategy(pod: Pod) -> bool:
+    return NODE_SELECTOR_STRATEGY_KEY in annotations_of(pod)
+
+
+def topology_key(pod: Pod) -> str | None:
+    """The node label that defines this pod's domain, for affinity-strategy exclusive pods."""
+    annotations = annotations_of(pod)
+    if NODE_SELECTOR_STRATEGY_KEY in annotations:
+        return None
+    return annotations.get(EXCLUSIVE_KEY)
+
+
+def placed_by_leader(pod: Pod) -> bool:
+    """The pod's Job was created for leader/follower placement (no affinity in its template)."""
+    return labels_of(pod).get(PLACEMENT_LABEL) == LEADER_FOLLOWER
+
+
+def is_leader(pod: Pod) -> bool:
+    return annotations_of(pod).get(COMPLETION_INDEX_ANNOTATION) == "0"
+
+
+def leader_name(pod: Pod) -> str | None:
+    """`<jobset>-<replicatedJob>-<jobIndex>-0`: the leader's name without the random suffix,
+    built from the follower's labels (None when one is missing)."""
+    labels = labels_of(pod)
+    parts = [labels.get(k) for k in (JOBSET_NAME_KEY, REPLICATED_JOB_NAME_KEY, JOB_INDEX_KEY)]
+    if any(part is None for part in parts):
+        return None
+    return "-".join(str(part) for part in parts) + "-0"
+
+
+def missing_name_label(pod: Pod) -> str | None:
+    """The first of the labels `leader_name` needs that the pod lacks."""
+    labels = labels_of(pod)
+    for key in (JOBSET_NAME_KEY, REPLICATED_JOB_NAME_KEY, JOB_INDEX_KEY):
+        if key not in labels:
+            return key
+    return None
+
+
+def name_without_suffix(pod: Pod) -> str:
+    """A Job's pod is named `<job>-<index>-<random>`: the lookup key of a leader pod."""
+    name = str(_meta(pod).get("name") or "")
+    return name.rsplit("-", 1)[0] if "-" in name else name
+
+
+def owner_uid(pod: Pod) -> str | None:
+    """The UID of the pod's controller (its Job)."""
+    for ref in _meta(pod).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid") or "") or None
+    return None
+
+
+def is_usable(pod: Pod) -> bool:
+    """Not terminating, not Failed, not Succeeded: a pod that still counts (a finished or dying
+    leader must not place followers, upstream #1021/#1187)."""
+    if _meta(pod).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+
+
+def node_name(pod: Pod) -> str:
+    return str(_spec(pod).get("nodeName") or "")
+
+
+def node_selector(pod: Pod) -> Mapping[str, str]:
+    return _spec(pod).get("nodeSelector") or {}
+
+
+def scheduling_gates(pod: Pod) -> list[str]:
+    return [str(g.get("name")) for g in _spec(pod).get("schedulingGates") or ()]
+
+
+def is_gated_by_us(pod: Pod) -> bool:
+    return PLACEMENT_GATE in scheduling_gates(pod)
+
+
+@dataclass(frozen=True)
+class LeaderLookup:
+    """The answer of a leader lookup: the leader, or why there is none (upstream's messages)."""
+
+    leader: Pod | None
+    error: str | None
+
+
+def find_leader(follower: Pod, candidates: Sequence[Pod]) -> LeaderLookup:
+    """The one usable pod named `leader_name(follower)` among `candidates`, owned by the same Job.
+
+    `candidates` are the pods whose name without suffix is the leader's name (any state).
+    """
+    name = leader_name(follower)
+    if name is None:
+        return LeaderLookup(None, f"pod missing label: {missing_name_label(follower)}")
+    usable = [pod for pod in candidates if is_usable(pod)]
+    if len(usable) != 1:
+        return LeaderLookup(
+            None,
+            f"expected 1 leader pod ({name}), but got {len(usable)}. "
+            "this is an expected, transient error",
+        )
+    leader = usable[0]
+    follower_owner, leader_owner = owner_uid(follower), owner_uid(leader)
+    if follower_owner is None:
+        return LeaderLookup(None, "follower pod has no owner reference")
+    if leader_owner is None:
+        return LeaderLookup(
+            None, f'leader pod "{_meta(leader).get("name")}" has no owner reference'
+        )
+    if follower_owner != leader_owner:
+        return LeaderLookup(
+            None,
+            f"follower pod owner UID ({follower_owner}) != leader pod owner UID ({leader_owner})",
+        )
+    return LeaderLookup(leader, None)
+
+
+def exclusive_terms(
+    own_job_key: str, topology: str, priority: str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The required (podAffinity, podAntiAffinity) terms of a leader.
+
+    With `priority` (the pod webhook knows the pod's resolved priority) the anti-affinity matches
+    only pods of that priority, so a higher-priority Job may share a domain; without it (the
+    controller's fallback, written before any pod exists) it matches every other Job.
+    """
+    affinity = {
+        "labelSelector": {
+            "matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [own_job_key]}]
+        },
+        "topologyKey": topology,
+        "namespaceSelector": {},
+    }
+    expressions: list[dict[str, Any]] = [
+        {"key": JOB_KEY, "operator": "Exists"},
+        {"key": JOB_KEY, "operator": "NotIn", "values": [own_job_key]},
+    ]
+    if priority is not None:
+        expressions.append({"key": PRIORITY_KEY, "operator": "In", "values": [priority]})
+    anti_affinity = {
+        "labelSelector": {"matchExpressions": expressions},
+        "topologyKey": topology,
+        "namespaceSelector": {},
+    }
+    return affinity, anti_affinity
+
+
+def with_terms(affinity: Mapping[str, Any] | None, terms: tuple[Any, Any]) -> dict[str, Any]:
+    """`affinity` (a pod's spec.affinity) with the two terms appended to the required lists."""
+    out = dict(affinity or {})
+    for kind, term in zip(("podAffinity", "podAntiAffinity"), terms, strict=True):
+        section = dict(out.get(kind) or {})
+        section[_REQUIRED] = [*(section.get(_REQUIRED) or []), term]
+        out[kind] = section
+    return out

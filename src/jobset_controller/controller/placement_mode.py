@@ -1,0 +1,194 @@
+"""Which exclusive-placement mode is in force: are the pod webhooks really called?
+
+See docs/behaviour.md#exclusive-placement. Serving the pod webhooks is not enough: the API server
+calls them only if a webhook configuration routes pods to us (a missing configuration, a wrong
+caBundle, an objectSelector that misses, `failurePolicy: Ignore` with an unreachable server all
+mean followers are admitted unplaced). Creating exclusive Jobs without affinity in that state
+would silently lose exclusivity, so the controller asks the API server itself: a dry-run create
+(`dryRun=All`: admission runs, nothing is stored) of two probe pods shaped like a leader and a
+follower of a leader/follower Job, in the controller's namespace.
+
+- leader-follower: the leader probe comes back with the leader's affinity term (the mutating
+  webhook ran), and the follower probe comes back gated (gate mode) or is refused by `vpod.kb.io`
+  (reject mode: the validating webhook ran). New exclusive Jobs carry no affinity.
+- affinity-in-job (fallback): anything else, including a probe that fails. New exclusive Jobs get
+  the affinity terms in their pod template, as before the pod webhooks existed.
+
+The probe runs once before the workers start, then every `PROBE_PERIOD` seconds; the mode is
+logged at start and on every change, and exported as the gauge
+`jobset_exclusive_placement_mode{mode}` (1 for the mode in force).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import structlog
+from prometheus_client import CollectorRegistry, Gauge
+
+from jobset_controller.api import (
+    EXCLUSIVE_KEY,
+    JOB_INDEX_KEY,
+    JOB_KEY,
+    JOBSET_NAME_KEY,
+    REPLICATED_JOB_NAME_KEY,
+)
+from jobset_controller.api.placement import (
+    COMPLETION_INDEX_ANNOTATION,
+    LEADER_FOLLOWER,
+    PLACEMENT_GATE,
+    PLACEMENT_LABEL,
+)
+from jobset_controller.controller.resources import PODS
+from jobset_controller.runtime.client import ApiError, KubeClient
+from jobset_controller.runtime.clock import Clock, RealClock
+
+log = structlog.get_logger("placement-mode")
+
+LEADER_FOLLOWER_MODE: Final = "leader-follower"
+FALLBACK_MODE: Final = "affinity-in-job"
+PROBE_PERIOD: Final = 30.0
+_PROBE: Final = "jobset-placement-probe"
+
+
+def probe_pod(index: int) -> dict[str, Any]:
+    """A pod the pod webhooks treat as pod `index` of a leader/follower Job (never stored)."""
+    labels = {
+        JOBSET_NAME_KEY: _PROBE,
+        REPLICATED_JOB_NAME_KEY: "probe",
+        JOB_INDEX_KEY: "0",
+        JOB_KEY: _PROBE,
+        PLACEMENT_LABEL: LEADER_FOLLOWER,
+    }
+    annotations = {
+        JOBSET_NAME_KEY: _PROBE,
+        EXCLUSIVE_KEY: "kubernetes.io/hostname",
+        COMPLETION_INDEX_ANNOTATION: str(index),
+    }
+    restricted = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": 65535,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{_PROBE}-{index}",
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "securityContext": restricted,
+                }
+            ],
+        },
+    }
+
+
+def leader_was_mutated(reply: Mapping[str, Any]) -> bool:
+    """The leader probe came back with our affinity term on its own job-key."""
+    affinity = ((reply.get("spec") or {}).get("affinity") or {}).get("podAffinity") or {}
+    for term in affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or ():
+        for expression in (term.get("labelSelector") or {}).get("matchExpressions") or ():
+            if expression.get("key") == JOB_KEY and _PROBE in (expression.get("values") or ()):
+                return True
+    return False
+
+
+def follower_was_handled(reply: Mapping[str, Any] | None, refusal: str | None) -> bool:
+    """Gated by our mutating webhook, or refused by our validating webhook."""
+    if reply is not None:
+        gates = (reply.get("spec") or {}).get("schedulingGates") or ()
+        return any(gate.get("name") == PLACEMENT_GATE for gate in gates)
+    return refusal is not None and '"vpod.kb.io"' in refusal
+
+
+class PlacementMode:
+    """The mode in force, kept current by `run`; `pod_webhooks()` is what a pass reads."""
+
+    def __init__(
+        self,
+        client: KubeClient | None,
+        namespace: str,
+        *,
+        follower_mode: str,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._follower_mode = follower_mode
+        self._clock: Clock = clock or RealClock()
+        self._active = False
+        self._gauge = Gauge(
+            "jobset_exclusive_placement_mode",
+            "Exclusive placement mode in force for new Jobs (1): leader-follower (pod webhooks "
+            "called by the API server) or affinity-in-job (fallback)",
+            ["mode"],
+            registry=registry,
+        )
+        self._show()
+
+    def pod_webhooks(self) -> bool:
+        return self._active
+
+    @property
+    def name(self) -> str:
+        return LEADER_FOLLOWER_MODE if self._active else FALLBACK_MODE
+
+    def _show(self) -> None:
+        for mode in (LEADER_FOLLOWER_MODE, FALLBACK_MODE):
+            self._gauge.labels(mode).set(1 if mode == self.name else 0)
+
+    async def check(self, *, first: bool = False) -> bool:
+        """Probe once; log the mode at the first check and whenever it changes."""
+        active, why = await self._probe()
+        changed = active != self._active
+        self._active = active
+        self._show()
+        if first or changed:
+            log.info(
+                "exclusive placement mode",
+                mode=self.name,
+                followers=self._follower_mode if active else None,
+                why=why,
+            )
+        return active
+
+    async def run(self) -> None:
+        while True:
+            await self._clock.sleep(PROBE_PERIOD)
+            await self.check()
+
+    async def _probe(self) -> tuple[bool, str]:
+        if self._client is None:
+            return False, "pod webhooks not served (no serving certificate)"
+        path = PODS.path(self._namespace)
+        try:
+            leader = await self._client.create(path, probe_pod(0), dryRun="All")
+        except ApiError as error:
+            return False, f"leader probe refused: {error.message}"
+        except Exception as error:  # a transport failure: stay safe
+            return False, f"leader probe failed: {error}"
+        if not leader_was_mutated(leader):
+            return False, "the API server does not call the pod mutating webhook (mpod.kb.io)"
+        reply: dict[str, Any] | None = None
+        refusal: str | None = None
+        try:
+            reply = await self._client.create(path, probe_pod(1), dryRun="All")
+        except ApiError as error:
+            refusal = error.message
+        except Exception as error:
+            return False, f"follower probe failed: {error}"
+        if not follower_was_handled(reply, refusal):
+            return False, "followers are not handled by the pod webhooks (vpod.kb.io)"
+        return True, "the API server calls the pod webhooks"

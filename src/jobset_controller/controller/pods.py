@@ -1,0 +1,303 @@
+"""The pod controller of exclusive placement: trimmed pod and node caches, one key per Job.
+
+See docs/behaviour.md#exclusive-placement. What it caches, and why so little:
+
+- Pods: only those labelled `jobset.sigs.k8s.io/exclusive-placement=leader-follower`, selected by
+  the API server (a server-side label selector: no other pod is ever sent to us), and of each only
+  what the webhooks and `reconcile.pod_placement` read (`trim_pod`): name, uid, resourceVersion,
+  deletion, the JobSet name labels, the placement annotations, the controller owner's uid, the
+  node name, the topology selector, the scheduling gates, the phase and a DisruptionTarget
+  condition. Everything else (containers, volumes, env, status details) is dropped on arrival.
+- Nodes: name and labels (`trim_node`); a node's domain is all anyone reads.
+
+The key of the work queue is `<namespace>/<Job uid>`: every change of one of the Job's pods wakes
+it, and so does a change of the labels of a node a leader is bound to. The pass reads the Job's
+pods from the cache, asks the pure `plan_pods`, and carries the plan out: release patches
+(merge patch with the pod's resourceVersion, so a concurrent gate change is never overwritten),
+evictions (DisruptionTarget through the status subresource, then delete with the pod's uid as
+precondition), Warning events on leaders whose domain cannot be read.
+
+The same caches answer the pod webhooks' lookups (`lookups`): the leader by name without suffix,
+a node's labels.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from jobset_controller.api import (
+    EXCLUSIVE_KEY,
+    JOB_INDEX_KEY,
+    JOB_KEY,
+    JOBSET_NAME_KEY,
+    NODE_SELECTOR_STRATEGY_KEY,
+    REPLICATED_JOB_NAME_KEY,
+)
+from jobset_controller.api.placement import (
+    COMPLETION_INDEX_ANNOTATION,
+    LEADER_FOLLOWER,
+    PLACEMENT_LABEL,
+    Pod,
+    is_leader,
+    name_without_suffix,
+    node_name,
+    owner_uid,
+)
+from jobset_controller.controller.resources import NODES, PODS
+from jobset_controller.reconcile.catalogue import (
+    DISRUPTION_TARGET_CONDITION,
+    EXCLUSIVE_PLACEMENT_VIOLATION_MESSAGE,
+    EXCLUSIVE_PLACEMENT_VIOLATION_REASON,
+    FOLLOWER_PLACED_EVENT,
+    NORMAL,
+    WARNING,
+    follower_placed_message,
+)
+from jobset_controller.reconcile.pod_placement import Eviction, PodPlan, Release, plan_pods
+from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
+from jobset_controller.runtime.clock import Clock, RandomSource
+from jobset_controller.runtime.events import EventRecorder, ObjectRef
+from jobset_controller.runtime.informer import Handlers, Informer, Obj
+from jobset_controller.runtime.workers import Result, split_key
+
+log = structlog.get_logger("pod-controller")
+
+JOB_UID = "job-uid"
+LEADER_NAME = "leader-name"
+ON_NODE = "node"
+POD_SELECTOR = f"{PLACEMENT_LABEL}={LEADER_FOLLOWER}"
+_STRATEGIC = "application/strategic-merge-patch+json"
+_KEPT_LABELS = (JOBSET_NAME_KEY, REPLICATED_JOB_NAME_KEY, JOB_INDEX_KEY, JOB_KEY, PLACEMENT_LABEL)
+_KEPT_ANNOTATIONS = (
+    JOBSET_NAME_KEY,
+    EXCLUSIVE_KEY,
+    NODE_SELECTOR_STRATEGY_KEY,
+    COMPLETION_INDEX_ANNOTATION,
+)
+
+
+def _pick(mapping: Mapping[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: mapping[k] for k in keys if mapping and k in mapping}
+
+
+def trim_pod(pod: Obj) -> Obj:
+    """Only what placement reads (module docstring)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    owners = [
+        {"uid": ref.get("uid"), "controller": True}
+        for ref in meta.get("ownerReferences") or ()
+        if ref.get("controller")
+    ]
+    trimmed_meta: dict[str, Any] = {
+        **_pick(meta, ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")),
+        "labels": _pick(meta.get("labels"), _KEPT_LABELS),
+        "annotations": _pick(annotations, _KEPT_ANNOTATIONS),
+        "ownerReferences": owners,
+    }
+    topology = annotations.get(EXCLUSIVE_KEY)
+    selector = spec.get("nodeSelector") or {}
+    trimmed_spec: dict[str, Any] = _pick(spec, ("nodeName", "schedulingGates"))
+    if topology in selector:
+        trimmed_spec["nodeSelector"] = {topology: selector[topology]}
+    conditions = [
+        c for c in status.get("conditions") or () if c.get("type") == DISRUPTION_TARGET_CONDITION
+    ]
+    trimmed_status: dict[str, Any] = _pick(status, ("phase",))
+    if conditions:
+        trimmed_status["conditions"] = conditions
+    return {"metadata": trimmed_meta, "spec": trimmed_spec, "status": trimmed_status}
+
+
+def trim_node(node: Obj) -> Obj:
+    meta = node.get("metadata") or {}
+    return {"metadata": _pick(meta, ("name", "uid", "resourceVersion", "labels"))}
+
+
+def _job_uid_index(pod: Obj) -> list[str]:
+    uid = owner_uid(pod)
+    namespace = (pod.get("metadata") or {}).get("namespace")
+    return [f"{namespace}/{uid}"] if uid and namespace else []
+
+
+def _leader_name_index(pod: Obj) -> list[str]:
+    if not is_leader(pod):
+        return []
+    namespace = (pod.get("metadata") or {}).get("namespace")
+    return [f"{namespace}/{name_without_suffix(pod)}"]
+
+
+def _on_node_index(pod: Obj) -> list[str]:
+    node = node_name(pod)
+    return [node] if node else []
+
+
+def _pod_ref(namespace: str, name: str, uid: str) -> ObjectRef:
+    return ObjectRef(api_version="v1", kind="Pod", name=name, namespace=namespace, uid=uid)
+
+
+class PodPlacementController:
+    """Owns the pod and node caches; reconciles `<namespace>/<Job uid>` keys."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        enqueue: Callable[[str], None],
+        recorder: EventRecorder,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
+    ) -> None:
+        self._client = client
+        self._recorder = recorder
+        self._enqueue = enqueue
+
+        def wake(pod: Obj) -> None:
+            for key in _job_uid_index(pod):
+                enqueue(key)
+
+        self.pods = Informer(
+            client,
+            PODS,
+            label_selector=POD_SELECTOR,
+            transform=trim_pod,
+            indexers={
+                JOB_UID: _job_uid_index,
+                LEADER_NAME: _leader_name_index,
+                ON_NODE: _on_node_index,
+            },
+            handlers=Handlers(on_add=wake, on_update=lambda old, new: wake(new), on_delete=wake),
+            clock=clock,
+            rng=rng,
+        )
+        self.nodes = Informer(
+            client,
+            NODES,
+            transform=trim_node,
+            handlers=Handlers(
+                on_update=self._node_changed, on_delete=lambda node: self._wake_node(node)
+            ),
+            clock=clock,
+            rng=rng,
+        )
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.pods, self.nodes)
+
+    # ------------------------------------------------------------------ lookups (webhooks too)
+    def leaders(self, namespace: str, name: str) -> list[Pod]:
+        return list(self.pods.store.by_index(LEADER_NAME, f"{namespace}/{name}"))
+
+    def node_labels(self, name: str) -> Mapping[str, str] | None:
+        node = self.nodes.store.get(name)
+        if node is None:
+            return None
+        labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
+        return labels
+
+    def _node_changed(self, old: Obj, new: Obj) -> None:
+        if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            self._wake_node(new)
+
+    def _wake_node(self, node: Obj) -> None:
+        """Jobs whose leader is bound to this node look at their domain again."""
+        name = str((node.get("metadata") or {}).get("name") or "")
+        for pod in self.pods.store.by_index(ON_NODE, name):
+            if is_leader(pod):
+                for key in _job_uid_index(pod):
+                    self._enqueue(key)
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, key: str) -> Result | None:
+        namespace, _ = split_key(key)
+        pods = self.pods.store.by_index(JOB_UID, key)
+        if not pods:
+            return None
+        plan = plan_pods(pods, self.node_labels)
+        await self._execute(namespace, pods, plan)
+        if plan.requeue_after is not None:
+            return Result(requeue_after=plan.requeue_after)
+        return None
+
+    async def _execute(self, namespace: str, pods: list[Obj], plan: PodPlan) -> None:
+        uids = {str(p["metadata"].get("name")): str(p["metadata"].get("uid", "")) for p in pods}
+        for warning in plan.warnings:
+            log.warning(
+                "followers wait: leader's domain unreadable",
+                namespace=namespace,
+                pod=warning.pod,
+                reason=warning.reason,
+            )
+            self._recorder.record(
+                _pod_ref(namespace, warning.pod, warning.uid),
+                WARNING,
+                warning.reason,
+                warning.message,
+            )
+        for release in plan.releases:
+            await self._release(namespace, release, uids.get(release.pod, ""))
+        for eviction in plan.evictions:
+            await self._evict(namespace, eviction)
+
+    async def _release(self, namespace: str, release: Release, uid: str) -> None:
+        patch = {
+            "metadata": {"resourceVersion": release.resource_version},
+            "spec": {
+                "nodeSelector": {release.selector_key: release.domain},
+                "schedulingGates": [dict(g) for g in release.gates] or None,
+            },
+        }
+        try:
+            await self._client.merge_patch(PODS.path(namespace, release.pod), patch)
+        except NotFound:
+            return
+        # A Conflict propagates: the key is retried from the fresh cached pod.
+        log.info("follower released", namespace=namespace, pod=release.pod, domain=release.domain)
+        self._recorder.record(
+            _pod_ref(namespace, release.pod, uid),
+            NORMAL,
+            FOLLOWER_PLACED_EVENT,
+            follower_placed_message(release.selector_key, release.domain),
+        )
+
+    async def _evict(self, namespace: str, eviction: Eviction) -> None:
+        path = PODS.path(namespace, eviction.pod)
+        log.info("evicting misplaced follower", namespace=namespace, pod=eviction.pod)
+        try:
+            if not eviction.condition_present:
+                condition = {
+                    "type": DISRUPTION_TARGET_CONDITION,
+                    "status": "True",
+                    "reason": EXCLUSIVE_PLACEMENT_VIOLATION_REASON,
+                    "message": EXCLUSIVE_PLACEMENT_VIOLATION_MESSAGE,
+                    "lastTransitionTime": _now_rfc3339(),
+                }
+                await self._client.request(
+                    "PATCH",
+                    path + "/status",
+                    body={"status": {"conditions": [condition]}},
+                    content_type=_STRATEGIC,
+                )
+            await self._client.delete(path, propagation="Background", uid=eviction.uid or None)
+            self._recorder.record(
+                _pod_ref(namespace, eviction.pod, eviction.uid),
+                WARNING,
+                EXCLUSIVE_PLACEMENT_VIOLATION_REASON,
+                EXCLUSIVE_PLACEMENT_VIOLATION_MESSAGE,
+            )
+        except NotFound:
+            return
+        except Conflict:
+            return  # the uid precondition failed: this pod is gone, a successor is judged anew
+
+
+def _now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

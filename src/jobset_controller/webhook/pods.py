@@ -1,0 +1,267 @@
+"""AdmissionReview handling for JobSet pods (exclusive placement), without I/O.
+
+See docs/behaviour.md#exclusive-placement. Upstream's two pod webhooks, same paths, names and
+messages (`/mutate--v1-pod` = `mpod.kb.io`, `/validate--v1-pod` = `vpod.kb.io`, CREATE only):
+
+- Mutating, for a JobSet pod (the jobset-name annotation) not using the node-selector strategy:
+  the label `jobset.sigs.k8s.io/priority: <spec.priority>`; then, for a pod of a Job placed by
+  leader and followers (`placed_by_leader`), the leader gets the required affinity terms (with
+  the priority match) and a follower gets `nodeSelector[<topology>]` = its bound leader's node
+  label. A leader node that is missing or lacks the label is an admission error.
+- Validating: a follower of such a Job must carry that nodeSelector and its leader must be
+  bound; otherwise the create is refused with upstream's "expected, transient error", the Job
+  controller retries with backoff, and the follower appears once the leader is bound.
+
+Beyond upstream, `FollowerMode.GATE`: a follower whose leader is not bound yet (or not found) is
+admitted with the scheduling gate `jobset.sigs.k8s.io/exclusive-placement` instead of being
+refused; the pod controller sets its nodeSelector and removes the gate once the leader is bound.
+Why: a refused create costs an API round trip and a Job-controller backoff per follower per try;
+a gated pod costs one patch and starts the moment its leader is bound.
+
+Pods of Jobs without the leader/follower label (affinity already in the Job's template, or a Job
+another controller created) are left alone apart from the priority label: the pod cache holds
+only labelled pods, so a leader lookup for them could never succeed. An exclusive pod with neither
+the label nor the affinity terms gets an admission warning (exclusivity is not enforced for it).
+
+The I/O (the leader and node lookups, from the controller's caches) is injected as `Lookups`.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from jobset_controller.api import JOB_KEY, PRIORITY_KEY
+from jobset_controller.api.placement import (
+    PLACEMENT_GATE,
+    Pod,
+    exclusive_terms,
+    find_leader,
+    is_gated_by_us,
+    is_jobset_pod,
+    is_leader,
+    labels_of,
+    leader_name,
+    node_name,
+    placed_by_leader,
+    topology_key,
+    uses_node_selector_strategy,
+    with_terms,
+)
+
+MUTATE_POD_PATH = "/mutate--v1-pod"
+VALIDATE_POD_PATH = "/validate--v1-pod"
+
+FOLLOWER_SELECTOR_NOT_SET = "follower pod node selector not set"
+LEADER_NOT_SCHEDULED = (
+    "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error"
+)
+UNPLACED_EXCLUSIVE_POD_WARNING = (
+    "pod uses exclusive placement, but its Job was created without leader/follower placement "
+    "or pod affinity: exclusivity is not enforced for it; restart the JobSet to recreate its Jobs"
+)
+
+
+def missing_selector_message(key: str) -> str:
+    return f"follower pod node selector for topology domain not found. missing selector: {key}"
+
+
+def node_not_found_message(node: str) -> str:
+    return f'nodes "{node}" not found'
+
+
+def node_without_topology_message(key: str) -> str:
+    return f"node does not have topology label: {key}"
+
+
+class FollowerMode(StrEnum):
+    """What happens to a follower created before its leader is bound (the Configuration's
+    `exclusivePlacement.followers`)."""
+
+    GATE = "Gate"  # admitted behind a scheduling gate; the pod controller releases it
+    REJECT = "Reject"  # upstream: refused, the Job controller retries
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """The webhook's view of the cluster (the controller's caches).
+
+    leaders: (namespace, leader name without suffix) -> the pods of that name, any state.
+    node_labels: node name -> its labels, None when the node does not exist.
+    """
+
+    leaders: Callable[[str, str], Sequence[Pod]]
+    node_labels: Callable[[str], Mapping[str, str] | None]
+
+
+@dataclass(frozen=True)
+class PodMutation:
+    """The changed pod (None: unchanged), or the error that refuses it, plus a warning."""
+
+    pod: dict[str, Any] | None = None
+    error: str | None = None
+    warning: str | None = None
+
+
+def _has_exclusive_affinity(pod: Pod) -> bool:
+    """The Job's template already carries the exclusive pod affinity (the controller's
+    fallback): the pod is placed by the scheduler alone."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("podAffinity") or {}
+    for term in affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or ():
+        for expression in (term.get("labelSelector") or {}).get("matchExpressions") or ():
+            if expression.get("key") == JOB_KEY:
+                return True
+    return False
+
+
+def _leader_of(pod: Pod, namespace: str, lookups: Lookups) -> tuple[Pod | None, str | None]:
+    name = leader_name(pod)
+    candidates = lookups.leaders(namespace, name) if name is not None else ()
+    found = find_leader(pod, candidates)
+    return found.leader, found.error
+
+
+def decide_mutation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMode) -> PodMutation:
+    """What the mutating webhook does to `pod` (module docstring)."""
+    if not is_jobset_pod(pod) or uses_node_selector_strategy(pod):
+        return PodMutation()
+    out = copy.deepcopy(dict(pod))
+    meta = out.setdefault("metadata", {})
+    spec = out.setdefault("spec", {})
+    changed = False
+    priority = spec.get("priority")
+    if priority is not None:
+        meta["labels"] = {**(meta.get("labels") or {}), PRIORITY_KEY: str(priority)}
+        changed = True
+    topology = topology_key(pod)
+    if topology is None:
+        return PodMutation(out if changed else None)
+    if not placed_by_leader(pod):
+        warning = None if _has_exclusive_affinity(pod) else UNPLACED_EXCLUSIVE_POD_WARNING
+        return PodMutation(out if changed else None, warning=warning)
+    if is_leader(pod):
+        own_key = labels_of(pod).get(JOB_KEY, "")
+        own_priority = (meta.get("labels") or {}).get(PRIORITY_KEY, "")
+        spec["affinity"] = with_terms(
+            spec.get("affinity"), exclusive_terms(own_key, topology, own_priority)
+        )
+        return PodMutation(out)
+    leader, _ = _leader_of(pod, namespace, lookups)
+    node = node_name(leader) if leader is not None else ""
+    labels = lookups.node_labels(node) if node else None
+    if leader is None or not node or (labels is None and mode is FollowerMode.GATE):
+        # Not placeable yet: wait behind our gate, or (upstream) leave it to the validating
+        # webhook to refuse. A vanished leader node is waited out in gate mode too: the pod GC
+        # removes that leader and the Job controller creates a new one.
+        if mode is FollowerMode.GATE and not is_gated_by_us(pod):
+            spec["schedulingGates"] = [
+                *(spec.get("schedulingGates") or []),
+                {"name": PLACEMENT_GATE},
+            ]
+            return PodMutation(out)
+        return PodMutation(out if changed else None)
+    if labels is None:
+        return PodMutation(error=node_not_found_message(node))
+    if topology not in labels:
+        return PodMutation(error=node_without_topology_message(topology))
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), topology: labels[topology]}
+    return PodMutation(out)
+
+
+def decide_validation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMode) -> str | None:
+    """Why the validating webhook refuses `pod` (upstream's message), or None to admit it."""
+    topology = topology_key(pod)
+    if not is_jobset_pod(pod) or topology is None or not placed_by_leader(pod) or is_leader(pod):
+        return None
+    if mode is FollowerMode.GATE and is_gated_by_us(pod):
+        return None  # the pod controller places it once the leader is bound
+    selector = (pod.get("spec") or {}).get("nodeSelector")
+    if selector is None:
+        return FOLLOWER_SELECTOR_NOT_SET
+    if topology not in selector:
+        return missing_selector_message(topology)
+    leader, error = _leader_of(pod, namespace, lookups)
+    if error is not None:
+        return error
+    if leader is None or not node_name(leader):
+        return LEADER_NOT_SCHEDULED
+    return None
+
+
+# ---------------------------------------------------------------------------- AdmissionReview
+def _response(review: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    request = review.get("request") or {}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": request.get("uid", ""), **fields},
+    }
+
+
+def _denied(review: Mapping[str, Any], message: str) -> dict[str, Any]:
+    """controller-runtime's `Denied`: 403 Forbidden with the decision's message."""
+    status = {"status": "Failure", "code": 403, "reason": "Forbidden", "message": message}
+    return _response(review, allowed=False, status=status)
+
+
+def _pod_of(review: Mapping[str, Any]) -> tuple[Pod | None, str]:
+    request = review.get("request") or {}
+    obj = request.get("object")
+    if request.get("operation") != "CREATE" or not isinstance(obj, Mapping):
+        return None, ""
+    namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
+    return obj, namespace
+
+
+def mutate_pod(review: Mapping[str, Any], lookups: Lookups, mode: FollowerMode) -> dict[str, Any]:
+    pod, namespace = _pod_of(review)
+    if pod is None:
+        return _response(review, allowed=True)
+    decision = decide_mutation(pod, namespace, lookups, mode)
+    if decision.error is not None:
+        return _denied(review, decision.error)
+    extra: dict[str, Any] = {"warnings": [decision.warning]} if decision.warning else {}
+    if decision.pod is None:
+        return _response(review, allowed=True, **extra)
+    patch = _patch(pod, decision.pod)
+    if not patch:
+        return _response(review, allowed=True, **extra)
+    return _response(
+        review,
+        allowed=True,
+        patchType="JSONPatch",
+        patch=base64.b64encode(orjson.dumps(patch)).decode(),
+        **extra,
+    )
+
+
+def validate_pod(review: Mapping[str, Any], lookups: Lookups, mode: FollowerMode) -> dict[str, Any]:
+    pod, namespace = _pod_of(review)
+    if pod is None:
+        return _response(review, allowed=True)
+    refusal = decide_validation(pod, namespace, lookups, mode)
+    if refusal is not None:
+        return _denied(review, refusal)
+    return _response(review, allowed=True)
+
+
+def _patch(before: Pod, after: Pod) -> list[dict[str, Any]]:
+    """JSON Patch ops for the members the mutation may change (`add` replaces a member)."""
+    ops: list[dict[str, Any]] = []
+    for section, field in (
+        ("metadata", "labels"),
+        ("spec", "affinity"),
+        ("spec", "nodeSelector"),
+        ("spec", "schedulingGates"),
+    ):
+        old = (before.get(section) or {}).get(field)
+        new = (after.get(section) or {}).get(field)
+        if new != old:
+            ops.append({"op": "add", "path": f"/{section}/{field}", "value": new})
+    return ops

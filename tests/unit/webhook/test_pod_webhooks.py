@@ -1,0 +1,214 @@
+"""The pod webhooks' decisions as pure functions, table-driven, with upstream's messages."""
+# ruff: noqa: E501  (the decision tables read best one case per line)
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_GATE, PLACEMENT_LABEL
+from jobset_controller.webhook.pods import (
+    FOLLOWER_SELECTOR_NOT_SET,
+    LEADER_NOT_SCHEDULED,
+    UNPLACED_EXCLUSIVE_POD_WARNING,
+    FollowerMode,
+    Lookups,
+    decide_mutation,
+    decide_validation,
+    missing_selector_message,
+    mutate_pod,
+    validate_pod,
+)
+
+RACK = "rack"
+GATE, REJECT = FollowerMode.GATE, FollowerMode.REJECT
+
+
+def pod(
+    index: int,
+    *,
+    node: str = "",
+    selector: Mapping[str, str] | None = None,
+    gates: Sequence[str] = (),
+    owner: str = "job-uid",
+    labelled: bool = True,
+    exclusive: bool = True,
+    node_selector_strategy: bool = False,
+    priority: int | None = 0,
+    phase: str = "Pending",
+    deleting: bool = False,
+) -> dict[str, Any]:
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "js",
+        "jobset.sigs.k8s.io/replicatedjob-name": "w",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "jobset.sigs.k8s.io/job-key": "key0",
+    }
+    if labelled:
+        labels[PLACEMENT_LABEL] = LEADER_FOLLOWER
+    annotations = {
+        "jobset.sigs.k8s.io/jobset-name": "js",
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    if exclusive:
+        annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] = RACK
+    if node_selector_strategy:
+        annotations["alpha.jobset.sigs.k8s.io/node-selector"] = "true"
+    meta: dict[str, Any] = {
+        "name": f"js-w-0-{index}-abcde",
+        "namespace": "ns",
+        "labels": labels,
+        "annotations": annotations,
+        "ownerReferences": [{"uid": owner, "controller": True}],
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    if priority is not None:
+        spec["priority"] = priority
+    if node:
+        spec["nodeName"] = node
+    if selector is not None:
+        spec["nodeSelector"] = dict(selector)
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+NODES = {"n1": {RACK: "r1"}, "bare": {}}
+
+
+def lookups(*leaders: dict[str, Any]) -> Lookups:
+    return Lookups(leaders=lambda ns, name: list(leaders), node_labels=NODES.get)
+
+
+# (case, follower, leaders, mode) -> (nodeSelector, gated, error)
+MUTATIONS = [
+    ("bound leader pins the follower", pod(1), [pod(0, node="n1")], REJECT, {RACK: "r1"}, False, None),
+    ("bound leader pins the follower (gate)", pod(1), [pod(0, node="n1")], GATE, {RACK: "r1"}, False, None),
+    ("unbound leader: reject leaves it", pod(1), [pod(0)], REJECT, None, False, None),
+    ("unbound leader: gate", pod(1), [pod(0)], GATE, None, True, None),
+    ("no leader: gate", pod(1), [], GATE, None, True, None),
+    ("terminal leader ignored: gate", pod(1), [pod(0, node="n1", phase="Failed")], GATE, None, True, None),
+    ("terminating leader ignored", pod(1), [pod(0, node="n1", deleting=True)], REJECT, None, False, None),
+    ("two leaders, one terminal", pod(1), [pod(0, node="n1", phase="Succeeded"), pod(0, node="n1")], REJECT, {RACK: "r1"}, False, None),
+    ("leader of another Job", pod(1), [pod(0, node="n1", owner="old")], GATE, None, True, None),
+    ("leader node gone: reject", pod(1), [pod(0, node="gone")], REJECT, None, False, 'nodes "gone" not found'),
+    ("leader node gone: gate waits", pod(1), [pod(0, node="gone")], GATE, None, True, None),
+    ("leader node without label", pod(1), [pod(0, node="bare")], GATE, None, False, "node does not have topology label: rack"),
+    ("wrong selector is overwritten", pod(1, selector={RACK: "r9"}), [pod(0, node="n1")], REJECT, {RACK: "r1"}, False, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("follower", "leaders", "mode", "selector", "gated", "error"),
+    [case[1:] for case in MUTATIONS],
+    ids=[case[0] for case in MUTATIONS],
+)
+def test_follower_mutation(
+    follower: dict[str, Any],
+    leaders: list[dict[str, Any]],
+    mode: FollowerMode,
+    selector: dict[str, str] | None,
+    gated: bool,
+    error: str | None,
+) -> None:
+    decision = decide_mutation(follower, "ns", lookups(*leaders), mode)
+    assert decision.error == error
+    if error is not None:
+        return
+    assert decision.pod is not None  # the priority label at least
+    spec = decision.pod["spec"]
+    assert spec.get("nodeSelector") == selector
+    assert (PLACEMENT_GATE in [g["name"] for g in spec.get("schedulingGates") or ()]) == gated
+    assert decision.pod["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
+
+
+def test_leader_gets_affinity_with_priority_match_and_others_untouched() -> None:
+    decision = decide_mutation(pod(0, priority=7), "ns", lookups(), GATE)
+    assert decision.pod is not None
+    affinity = decision.pod["spec"]["affinity"]
+    term = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    anti = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["topologyKey"] == anti["topologyKey"] == RACK
+    assert term["namespaceSelector"] == anti["namespaceSelector"] == {}
+    assert {"key": "jobset.sigs.k8s.io/priority", "operator": "In", "values": ["7"]} in anti[
+        "labelSelector"
+    ]["matchExpressions"]
+    # Node-selector strategy and non-JobSet pods: nothing at all (not even the priority label).
+    assert decide_mutation(pod(1, node_selector_strategy=True), "ns", lookups(), GATE).pod is None
+    foreign = pod(1)
+    del foreign["metadata"]["annotations"]["jobset.sigs.k8s.io/jobset-name"]
+    assert decide_mutation(foreign, "ns", lookups(), GATE).pod is None
+    # Not exclusive: priority label only.
+    plain = decide_mutation(pod(1, exclusive=False), "ns", lookups(), GATE).pod
+    assert plain is not None
+    assert "nodeSelector" not in plain["spec"]
+    assert plain["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
+
+
+def test_unlabelled_exclusive_pod_is_left_alone_with_a_warning() -> None:
+    decision = decide_mutation(pod(1, labelled=False), "ns", lookups(), GATE)
+    assert decision.warning == UNPLACED_EXCLUSIVE_POD_WARNING
+    assert decision.pod is not None
+    assert "schedulingGates" not in decision.pod["spec"]
+    assert decide_validation(pod(1, labelled=False), "ns", lookups(), REJECT) is None
+
+
+VALIDATIONS = [
+    ("leader admitted", pod(0), [], REJECT, None),
+    ("no selector", pod(1), [pod(0, node="n1")], REJECT, FOLLOWER_SELECTOR_NOT_SET),
+    ("selector without topology", pod(1, selector={"x": "y"}), [pod(0, node="n1")], REJECT, missing_selector_message(RACK)),
+    ("no leader", pod(1, selector={RACK: "r1"}), [], REJECT, "expected 1 leader pod (js-w-0-0), but got 0. this is an expected, transient error"),
+    ("owner differs", pod(1, selector={RACK: "r1"}), [pod(0, node="n1", owner="old")], REJECT, "follower pod owner UID (job-uid) != leader pod owner UID (old)"),
+    ("leader unbound", pod(1, selector={RACK: "r1"}), [pod(0)], REJECT, LEADER_NOT_SCHEDULED),
+    ("placed follower", pod(1, selector={RACK: "r1"}), [pod(0, node="n1")], REJECT, None),
+    ("gated follower (gate mode)", pod(1, gates=[PLACEMENT_GATE]), [], GATE, None),
+    ("gated follower (reject mode)", pod(1, gates=[PLACEMENT_GATE]), [], REJECT, FOLLOWER_SELECTOR_NOT_SET),
+    ("someone else's gate only", pod(1, gates=["kueue.x-k8s.io/topology"]), [], GATE, FOLLOWER_SELECTOR_NOT_SET),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("candidate", "leaders", "mode", "refusal"),
+    [case[1:] for case in VALIDATIONS],
+    ids=[case[0] for case in VALIDATIONS],
+)
+def test_follower_validation(
+    candidate: dict[str, Any],
+    leaders: list[dict[str, Any]],
+    mode: FollowerMode,
+    refusal: str | None,
+) -> None:
+    assert decide_validation(candidate, "ns", lookups(*leaders), mode) == refusal
+
+
+def review(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"request": {"uid": "u1", "operation": "CREATE", "namespace": "ns", "object": obj}}
+
+
+def test_reviews_carry_a_json_patch_and_controller_runtime_denials() -> None:
+    answer = mutate_pod(review(pod(1)), lookups(pod(0)), GATE)["response"]
+    assert answer["allowed"] is True
+    patch = orjson.loads(base64.b64decode(answer["patch"]))
+    paths = {op["path"]: op["value"] for op in patch}
+    assert paths["/spec/schedulingGates"] == [{"name": PLACEMENT_GATE}]
+    assert paths["/metadata/labels"]["jobset.sigs.k8s.io/priority"] == "0"
+    denied = validate_pod(review(pod(1)), lookups(pod(0)), REJECT)["response"]
+    assert denied == {
+        "uid": "u1",
+        "allowed": False,
+        "status": {
+            "status": "Failure",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": FOLLOWER_SELECTOR_NOT_SET,
+        },
+    }
+    error = mutate_pod(review(pod(1)), lookups(pod(0, node="bare")), REJECT)["response"]
+    assert error["allowed"] is False
+    assert error["status"]["message"] == "node does not have topology label: rack"
