@@ -14,11 +14,12 @@ Bind addresses use Go's syntax, as upstream's flags do: ":8081" (all interfaces)
 "[::1]:8080"; port 0 picks a free port (read it from `.port` after `start()`); "0" or "" means
 disabled, and `start()` then does nothing.
 
-Security: upstream JobSet serves metrics over HTTPS on :8443 behind controller-runtime's
-authentication/authorization filter (TokenReview + SubjectAccessReview). We serve PLAIN HTTP
-for now, with no authn/authz. Metrics carry no secrets but do name namespaces and JobSets, so in
-a cluster restrict the port with a NetworkPolicy, or bind it to localhost and put
-kube-rbac-proxy in front of it. The health probes are plain HTTP upstream too.
+Security of /metrics, as upstream's: with `tls` (a server `SSLContext`, see `servingtls`) it is
+HTTPS, and with `auth` (see `metricsauth`) every request must carry a bearer token the API server
+authenticates and authorises for `get` on the non-resource URL `/metrics`; refusals are 401, 403
+or 500 with a one-line reason, and nothing of the request (headers, token) is logged. Without
+both it is plain HTTP for anyone who can reach the port (`--metrics-secure=false`, for a
+sidecar proxy or local runs). The health probes are plain HTTP, as upstream's.
 
 Handlers run on the event loop: a blocked loop makes probes time out, which is the signal a
 liveness probe should give. Access logs are off (probes would flood them).
@@ -26,8 +27,9 @@ liveness probe should give. Access logs are off (probes would flood them).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Protocol
 
 import structlog
 from aiohttp import web
@@ -36,6 +38,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 log = structlog.get_logger("httpserver")
 
 HealthCheck = Callable[[], bool]
+
+
+class Verdict(Protocol):
+    """What an authoriser answers: the status to refuse with, or 200 to serve."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+class RequestAuth(Protocol):
+    """Decides whether a request may be served (`metricsauth.DelegatingAuth` is one)."""
+
+    async def decide(self, authorization: str | None, method: str, path: str) -> Verdict: ...
 
 DISABLED: Final = frozenset({"", "0"})
 
@@ -56,11 +74,18 @@ def parse_bind_address(address: str) -> tuple[str | None, int] | None:
 class _Server:
     """One aiohttp app on one address; started and stopped by the manager."""
 
-    def __init__(self, bind_address: str, app: web.Application, name: str) -> None:
+    def __init__(
+        self,
+        bind_address: str,
+        app: web.Application,
+        name: str,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.bind_address = bind_address
         self._target = parse_bind_address(bind_address)
         self._app = app
         self._name = name
+        self._tls = tls
         self._runner: web.AppRunner | None = None
         self.port: int | None = None  # the port actually bound, once started
 
@@ -76,13 +101,19 @@ class _Server:
         runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            await web.TCPSite(runner, host, port, ssl_context=self._tls).start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
         self.port = runner.addresses[0][1]
-        log.info("serving", server=self._name, address=self.bind_address, port=self.port)
+        log.info(
+            "serving",
+            server=self._name,
+            address=self.bind_address,
+            port=self.port,
+            scheme="https" if self._tls is not None else "http",
+        )
 
     async def stop(self) -> None:
         """Stop serving; safe to call when not started."""
@@ -95,16 +126,36 @@ class MetricsServer(_Server):
     """`GET /metrics`: everything in `registry`, in prometheus_client's latest text format.
 
     With prometheus_client 0.26 that is text format 1.0.0 (`text/plain; version=1.0.0`), which
-    Prometheus 2 and 3 both parse as the classic text format.
+    Prometheus 2 and 3 both parse as the classic text format. `tls` makes it HTTPS; `auth` makes
+    every request pass its decision first (module docstring).
     """
 
-    def __init__(self, registry: CollectorRegistry, bind_address: str) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        bind_address: str,
+        *,
+        tls: ssl.SSLContext | None = None,
+        auth: RequestAuth | None = None,
+    ) -> None:
         self._registry = registry
+        self._auth = auth
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
-        super().__init__(bind_address, app, "metrics")
+        super().__init__(bind_address, app, "metrics", tls)
+
+    @property
+    def secure(self) -> bool:
+        """HTTPS with every request authenticated and authorised."""
+        return self._tls is not None and self._auth is not None
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self._auth is not None:
+            verdict = await self._auth.decide(
+                request.headers.get("Authorization"), request.method, request.path
+            )
+            if verdict.status != 200:
+                return web.Response(status=verdict.status, text=verdict.message + "\n")
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter
 
 from jobset_controller.runtime.httpserver import HealthServer, MetricsServer, parse_bind_address
+from jobset_controller.runtime.metricsauth import Decision
+from jobset_controller.runtime.servingtls import self_signed_context, self_signed_pem
 
 
 @pytest.fixture
@@ -189,3 +193,60 @@ async def test_stop_closes_the_port(http: aiohttp.ClientSession) -> None:
 
     with pytest.raises(aiohttp.ClientConnectionError):
         await get(http, port, "/healthz")
+
+
+class TokenList:
+    """Allows exactly the listed tokens; records what it was asked (never the token)."""
+
+    def __init__(self, *allowed: str) -> None:
+        self.allowed = allowed
+        self.asked: list[tuple[str, str]] = []
+
+    async def decide(self, authorization: str | None, method: str, path: str) -> Decision:
+        self.asked.append((method, path))
+        if authorization is None:
+            return Decision(401, "Unauthorized")
+        if authorization.removeprefix("Bearer ") in self.allowed:
+            return Decision(200)
+        return Decision(403, "Authorization denied for user someone")
+
+
+async def test_secure_metrics_are_https_with_a_self_signed_certificate_and_reviewed(
+    http: aiohttp.ClientSession,
+) -> None:
+    registry = CollectorRegistry()
+    Counter("demo_reconciles", "Reconciles done.", registry=registry).inc()
+    auth = TokenList("good")
+    server = MetricsServer(registry, "127.0.0.1:0", tls=self_signed_context(), auth=auth)
+    await server.start()
+    url = f"https://127.0.0.1:{server.port}/metrics"
+    try:
+        assert server.secure
+        async with http.get(url, ssl=False) as anonymous:
+            assert (anonymous.status, await anonymous.text()) == (401, "Unauthorized\n")
+        async with http.get(url, ssl=False, headers={"Authorization": "Bearer bad"}) as denied:
+            assert denied.status == 403
+        async with http.get(url, ssl=False, headers={"Authorization": "Bearer good"}) as ok:
+            assert ok.status == 200
+            assert "demo_reconciles_total 1.0" in await ok.text()
+        with pytest.raises(aiohttp.ClientError):  # plain HTTP is not answered
+            async with http.get(f"http://127.0.0.1:{server.port}/metrics"):
+                pass
+        # The certificate names this host, but nobody issued it: verification must fail.
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            async with http.get(url):
+                pass
+    finally:
+        await server.stop()
+    assert auth.asked[0] == ("GET", "/metrics")
+
+
+def test_the_self_signed_certificate_serves_localhost_for_a_year() -> None:
+    cert_pem, key_pem = self_signed_pem("controller-abc")
+    certificate = x509.load_pem_x509_certificate(cert_pem)
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost", "controller-abc"]
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1", "::1"]
+    lifetime = certificate.not_valid_after_utc - certificate.not_valid_before_utc
+    assert lifetime == datetime.timedelta(days=365, hours=1)
+    assert b"PRIVATE KEY" in key_pem
