@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from jobset_controller.api import EXCLUSIVE_KEY, REPLICATED_JOB_NAME_KEY
+from jobset_controller.api.placement import PLACEMENT_GATE
 from jobset_controller.reconcile.catalogue import (
     HEADLESS_SERVICE_CREATION_FAILED_EVENT,
     JOB_CREATION_FAILED_EVENT,
@@ -87,19 +88,26 @@ def suspended(state: JobSetState) -> str | None:
 
 
 def exclusive_placement(state: JobSetState) -> str | None:
-    """An exclusive Job none of whose pods is placed: its first pod must claim a domain."""
+    """An exclusive Job waiting for its leader pod to claim a topology domain.
+
+    Either its followers are held behind the placement scheduling gate (the pod webhooks admit
+    them gated until the leader is bound), or none of its pods is placed yet.
+    """
     for job in state.jobs:
         topology = annotations_of(job).get(EXCLUSIVE_KEY)
         pods = _pods_of(state, job)
-        if not topology or not pods or any(section(p, "spec").get("nodeName") for p in pods):
+        if not topology or not pods or section(job, "spec").get("suspend") is True:
             continue
-        if section(job, "spec").get("suspend") is True:
+        gated = [pod for pod in pods if _gated(pod)]
+        placed = any(section(p, "spec").get("nodeName") for p in pods)
+        if not gated and placed:
             continue
         message = next((m for m in map(_unschedulable, pods) if m), "")
         suffix = f": {message}" if message else ""
+        held = f" ({len(gated)} follower pods gated)" if gated else ""
         return (
             f"exclusive placement per {topology}: Job {name(job)} waits for its leader pod "
-            f"to be placed in a free domain{suffix}"
+            f"to be placed in a free domain{held}{suffix}"
         )
     return None
 
@@ -192,6 +200,13 @@ def _replicas(rjob: Mapping[str, object]) -> int:
 def _pods_of(state: JobSetState, job: Obj) -> list[Obj]:
     job_uid = uid(job)
     return [pod for pod in state.pods if controller_uid(pod) == job_uid]
+
+
+def _gated(pod: Obj) -> bool:
+    return any(
+        gate.get("name") == PLACEMENT_GATE
+        for gate in items(section(pod, "spec"), "schedulingGates")
+    )
 
 
 def _unschedulable(pod: Obj) -> str:

@@ -182,6 +182,29 @@ NOT_READY_LEADER = {"replicatedJobsStatus": [{"name": "leader", "ready": 0}]}
             id="exclusive-waiting-for-leader",
         ),
         pytest.param(
+            state(
+                jobs=(
+                    a_job(
+                        "leader",
+                        0,
+                        annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"},
+                    ),
+                ),
+                pods=(
+                    a_pod("leader-0", "Pending", node="kwok-r0-n0"),
+                    {
+                        **a_pod("leader-0", "Pending", node=""),
+                        "spec": {
+                            "schedulingGates": [{"name": "jobset.sigs.k8s.io/exclusive-placement"}]
+                        },
+                    },
+                ),
+            ),
+            "exclusive placement per rack: Job js-leader-0 waits for its leader pod "
+            "to be placed in a free domain (1 follower pods gated)",
+            id="exclusive-followers-gated",
+        ),
+        pytest.param(
             state(a_jobset(status=NOT_READY_LEADER), jobs=(a_job("leader", 0),)),
             "replicatedJob workers waits on dependsOn: leader to be Ready (0/1 ready)",
             id="depends-on",
