@@ -19,6 +19,15 @@ What it adds, like client-go's rest client:
 - `rest_client_requests_total` and `rest_client_request_duration_seconds` metrics;
 - a watch stream reader that splits lines itself (objects of any size; aiohttp's readline stops
   at its buffer limit) and has a read timeout, so a half-open connection cannot hang a watch.
+
+Per-request cost (a benchmark figure, hack/bench/cpu_bench.py): kubernetes.aio builds its session
+with `trust_env=True`, which makes aiohttp hop to a thread TWICE per request (to read ~/.netrc and
+to look up proxy variables); that was a fifth of the controller's CPU when creating Jobs. The
+session here is built without it; the proxy the environment names for the API server
+(HTTPS_PROXY/NO_PROXY, as client-go honours them) is looked up once at connect, as client-go does,
+and passed with every request. netrc is not read: a credential from it could never be used anyway
+(aiohttp refuses it next to the bearer token's Authorization header, and client-go ignores netrc).
+Headers, the timeout and the metric children are built once, not per request.
 """
 
 from __future__ import annotations
@@ -31,7 +40,9 @@ from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
+from aiohttp.helpers import get_env_proxy_for_url
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from yarl import URL
 
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.ratelimit import TokenBucket
@@ -151,6 +162,8 @@ class KubeClient:
         bucket: TokenBucket,
         clock: Clock | None = None,
         rng: RandomSource = random,
+        proxy: URL | None = None,
+        proxy_auth: aiohttp.BasicAuth | None = None,
     ) -> None:
         self.server = server.rstrip("/")
         self._clock: Clock = clock or RealClock()
@@ -161,6 +174,13 @@ class KubeClient:
         self.settings = settings
         self._metrics = metrics
         self._bucket = bucket
+        self._proxy = proxy
+        self._proxy_auth = proxy_auth
+        self._timeout = aiohttp.ClientTimeout(total=settings.request_timeout)
+        # Header sets per content type (None: no body), copied per request before the token.
+        self._base_headers: dict[str | None, dict[str, str]] = {}
+        self._counters: dict[tuple[str, str], Any] = {}
+        self._latencies: dict[str, Any] = {}
 
     @classmethod
     async def connect(
@@ -192,8 +212,14 @@ class KubeClient:
             if kubeconfig is not None:
                 raise
             load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        # kubernetes.aio's transport: SSL context from the config, a 2 MiB read buffer, proxies.
+        # kubernetes.aio's transport (SSL context from the config, a 2 MiB read buffer) without
+        # trust_env: the environment's proxy is looked up once here (module docstring).
+        configuration.client_session_kwargs = {
+            **(getattr(configuration, "client_session_kwargs", None) or {}),
+            "trust_env": False,
+        }
         session = RESTClientObject(configuration)._create_pool_manager()
+        proxy, proxy_auth = _env_proxy(configuration.host)
         clock = clock or RealClock()
         return cls(
             server=configuration.host,
@@ -204,6 +230,8 @@ class KubeClient:
             bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=clock),
             clock=clock,
             rng=rng,
+            proxy=proxy,
+            proxy_auth=proxy_auth,
         )
 
     async def close(self) -> None:
@@ -211,13 +239,32 @@ class KubeClient:
 
     # ------------------------------------------------------------------------ plumbing
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": self.settings.user_agent}
-        if content_type:
-            headers["Content-Type"] = content_type
+        base = self._base_headers.get(content_type)
+        if base is None:
+            base = {"Accept": JSON, "User-Agent": self.settings.user_agent}
+            if content_type:
+                base["Content-Type"] = content_type
+            self._base_headers[content_type] = base
+        headers = dict(base)
+        # Asked every time: an exec plugin or a projected token may have refreshed it.
         token = await self._token.get_api_key_with_prefix("BearerToken")
         if token:
             headers["Authorization"] = token
         return headers
+
+    def _count(self, code: str, method: str) -> None:
+        counter = self._counters.get((code, method))
+        if counter is None:
+            counter = self._metrics.requests.labels(code, method, self._host)
+            self._counters[(code, method)] = counter
+        counter.inc()
+
+    def _observe(self, method: str, seconds: float) -> None:
+        latency = self._latencies.get(method)
+        if latency is None:
+            latency = self._metrics.latency.labels(method, self._host)
+            self._latencies[method] = latency
+        latency.observe(seconds)
 
     def _url(self, path: str, params: Mapping[str, Any] | None) -> str:
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
@@ -247,9 +294,13 @@ class KubeClient:
                     url,
                     data=payload,
                     headers=await self._headers(content_type if payload is not None else None),
-                    timeout=aiohttp.ClientTimeout(
-                        total=request_timeout or self.settings.request_timeout
+                    timeout=(
+                        aiohttp.ClientTimeout(total=request_timeout)
+                        if request_timeout
+                        else self._timeout
                     ),
+                    proxy=self._proxy,
+                    proxy_auth=self._proxy_auth,
                 ) as response:
                     raw = await response.read()
                     code = str(response.status)
@@ -261,9 +312,8 @@ class KubeClient:
                 await self._clock.sleep(_backoff(attempt, self._rng))
                 continue
             finally:
-                self._metrics.requests.labels(code, method, self._host).inc()
-                elapsed = self._clock.now() - started
-                self._metrics.latency.labels(method, self._host).observe(elapsed)
+                self._count(code, method)
+                self._observe(method, self._clock.now() - started)
             decoded = _decode(raw)
             if status < 400:
                 return decoded
@@ -338,9 +388,13 @@ class KubeClient:
         url = self._url(path, {**params, "watch": True})
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout)
         async with self._session.get(
-            url, headers=await self._headers(None), timeout=timeout
+            url,
+            headers=await self._headers(None),
+            timeout=timeout,
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
         ) as response:
-            self._metrics.requests.labels(str(response.status), "GET", self._host).inc()
+            self._count(str(response.status), "GET")
             if response.status >= 400:
                 raise error_for(response.status, _decode(await response.read()), "WATCH", path)
             buffer = b""
@@ -355,6 +409,15 @@ class KubeClient:
                         yield orjson.loads(line)
             if buffer.strip():
                 yield orjson.loads(buffer)
+
+
+def _env_proxy(server: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy HTTPS_PROXY/HTTP_PROXY name for `server`, unless NO_PROXY exempts it (aiohttp's
+    own reading of the environment, done once instead of per request)."""
+    try:
+        return get_env_proxy_for_url(URL(server))
+    except LookupError:
+        return None, None
 
 
 def _query_value(value: Any) -> str:

@@ -1,0 +1,348 @@
+"""Shared pieces of the controller benchmarks: a tight raw client, a watcher, and the controller
+run as a child process whose CPU time, RSS and metrics are read from the outside.
+
+Why a child process: on a shared 2-core machine wall-clock figures swing with the neighbours' load,
+while the controller's own CPU time (user+sys from /proc/<pid>/stat), its request counts and its
+RSS barely move. Reading them from outside also keeps the bench's own work (creating objects,
+watching) out of the figures. Why source trees: `--src before=/tmp/before/src` runs the code of an
+earlier commit (a `git worktree`) against the same control plane in the same run, so a before/after
+ratio is not skewed by the load of the moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.processes import free_port
+
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# ----------------------------------------------------------------------------- raw client
+class RawClient:
+    """The tightest client we can write in Python: one aiohttp session with the admin client
+    certificate, bodies encoded once up front, N coroutines pulling from one iterator. It is the
+    ceiling the controller's creates are compared with (what the API server itself sustains)."""
+
+    def __init__(self, plane: ControlPlane, limit: int = 100) -> None:
+        context = ssl.create_default_context(cafile=str(plane.ca.pair.cert))
+        context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
+        self.base = plane.server
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=context, limit=limit),
+            timeout=aiohttp.ClientTimeout(total=120),
+        )
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        data = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
+        headers = {"Content-Type": content_type} if data is not None else {}
+        async with self.session.request(
+            method, self.base + path, data=data, headers=headers
+        ) as response:
+            raw = await response.read()
+            return response.status, orjson.loads(raw) if raw else {}
+
+    async def many(
+        self,
+        method: str,
+        requests: Iterable[tuple[str, bytes]],
+        in_flight: int = 50,
+        content_type: str = "application/json",
+    ) -> dict[int, int]:
+        """Send (path, encoded body) pairs, `in_flight` at a time; returns counts per status."""
+        iterator = iter(requests)
+        codes: dict[int, int] = {}
+        headers = {"Content-Type": content_type}
+
+        async def worker() -> None:
+            for path, body in iterator:
+                async with self.session.request(
+                    method, self.base + path, data=body, headers=headers
+                ) as response:
+                    await response.read()
+                    codes[response.status] = codes.get(response.status, 0) + 1
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return codes
+
+    async def delete_collection(self, path: str) -> None:
+        status, body = await self.request(
+            "DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1",
+                             "propagationPolicy": "Background"}
+        )  # fmt: skip
+        if status >= 400 and status != 404:
+            raise RuntimeError(f"DELETE {path}: {status} {body}")
+
+    async def ensure_namespace(self, name: str) -> None:
+        await self.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+
+
+# ----------------------------------------------------------------------------- watcher
+@dataclass
+class Watcher:
+    """Follows one collection (list, then watch) and keeps name -> object; `on_event` sees every
+    (type, old, new) so a bench can count what changed between two writes."""
+
+    client: RawClient
+    path: str
+    params: str = ""
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_event: Callable[[str, dict[str, Any] | None, dict[str, Any]], None] | None = None
+    _task: asyncio.Task[None] | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        sep = "&" if self.params else ""
+        status, body = await self.client.request("GET", f"{self.path}?{self.params}")
+        assert status == 200, body
+        for item in body.get("items") or ():
+            self.objects[item["metadata"]["name"]] = item
+        rv = body["metadata"]["resourceVersion"]
+        self._ready.set()
+        while True:
+            url = (
+                f"{self.client.base}{self.path}?{self.params}{sep}watch=true"
+                f"&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3000"
+            )
+            async with self.client.session.get(
+                url, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
+            ) as response:
+                buffer = b""
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        event = orjson.loads(line)
+                        obj = event["object"]
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        kind = event["type"]
+                        if kind == "BOOKMARK":
+                            continue
+                        name = obj["metadata"]["name"]
+                        old = self.objects.get(name)
+                        if kind == "DELETED":
+                            self.objects.pop(name, None)
+                        else:
+                            self.objects[name] = obj
+                        if self.on_event is not None:
+                            self.on_event(kind, old, obj)
+
+    async def wait(self, check: Callable[[], bool], limit: float = 900.0) -> float:
+        started = time.perf_counter()
+        while not check():
+            if time.perf_counter() - started > limit:
+                raise TimeoutError(f"bench condition on {self.path} not reached")
+            await asyncio.sleep(0.02)
+        return time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- controller
+_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if match:
+            name, labels, value = match.groups()
+            samples[(name, frozenset(_LABEL.findall(labels or "")))] = float(value)
+    return samples
+
+
+class Controller:
+    """`python -m jobset_controller run` from one source tree, as a child process."""
+
+    def __init__(
+        self,
+        label: str,
+        src: Path,
+        plane: ControlPlane,
+        workdir: Path,
+        *,
+        workers: int = 4,
+        log_level: str = "info",
+        profile: Path | None = None,
+    ) -> None:
+        self.label, self.src, self.plane = label, src, plane
+        self.workers, self.log_level = workers, log_level
+        self.log_path = workdir / f"controller-{label}-{time.monotonic_ns()}.log"
+        self.metrics_port, self.health_port = free_port(), free_port()
+        self.profile = profile
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid = 0
+        self._http: aiohttp.ClientSession | None = None
+
+    async def start(self, limit: float = 300.0) -> float:
+        """Start; returns the seconds from spawning the process to /readyz answering 200."""
+        env = {**os.environ, "PYTHONPATH": str(self.src)}
+        cli = (self.src / "jobset_controller" / "cli.py").read_text()
+        # No webhook: its certificate directory is empty (another process may hold :9443).
+        config = self.log_path.with_suffix(".config.yaml")
+        config.write_text(
+            "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
+            f"webhook:\n  certDir: {config.parent / 'no-certs'}\n"
+        )
+        args = [
+            sys.executable, "-m", "jobset_controller", "run",
+            f"--kubeconfig={self.plane.kubeconfig}", "--leader-elect=false",
+            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
+            f"--config={config}",
+            *(["--metrics-secure=false"] if "--metrics-secure" in cli else []),
+            f"--workers={self.workers}", f"--zap-log-level={self.log_level}", "--log-format=json",
+        ]  # fmt: skip
+        if self.profile is not None:  # py-spy (pip install py-spy) samples the controller
+            out = self.profile / f"{self.label}-{time.monotonic_ns()}.txt"
+            args = ["py-spy", "record", "--gil", "--format", "raw", "--rate", "250", "-o", str(out),
+                    "--", *args]  # fmt: skip
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        started = time.perf_counter()
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=log, cwd="/")  # noqa: ASYNC220
+        self.pid = self.proc.pid
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                async with self._http.get(url, timeout=aiohttp.ClientTimeout(total=1)) as r:
+                    if r.status == 200:
+                        took = time.perf_counter() - started
+                        if self.profile is not None:  # measure the controller, not py-spy
+                            children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+                            self.pid = int(children.read_text().split()[0])  # noqa: ASYNC240
+                        return took
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            if time.perf_counter() - started > limit:
+                raise TimeoutError("controller not ready")
+            await asyncio.sleep(0.005)
+
+    def cpu(self) -> float:
+        """User + system CPU seconds of the process so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def rss(self) -> int:
+        return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * PAGE
+
+    async def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        assert self._http is not None
+        async with self._http.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as r:
+            return parse_metrics(await r.text())
+
+    async def requests(self) -> dict[str, float]:
+        """API requests so far per method, and per answer code as "code:<code>"
+        (rest_client_requests_total)."""
+        out: dict[str, float] = {}
+        for (name, labels), value in (await self.metrics()).items():
+            if name == "rest_client_requests_total":
+                for key in (dict(labels)["method"], "code:" + dict(labels)["code"]):
+                    out[key] = out.get(key, 0.0) + value
+        return out
+
+    async def lag_buckets(self) -> dict[float, float]:
+        """The loop-lag histogram's cumulative buckets (le -> count)."""
+        out = {}
+        for (name, labels), value in (await self.metrics()).items():
+            if name == "jobset_event_loop_lag_distribution_seconds_bucket":
+                out[float(dict(labels)["le"])] = value
+        return out
+
+    def blocked_warnings(self) -> list[float]:
+        """Lags above 1 s, from the controller's 'event loop was blocked' lines."""
+        out = []
+        for line in self.log_path.read_bytes().splitlines():
+            if b"event loop was blocked" in line:
+                out.append(float(orjson.loads(line).get("lag_seconds", 0)))
+        return out
+
+    def log_lines(self) -> int:
+        return len(self.log_path.read_bytes().splitlines())
+
+    async def settle(self, quiet: float = 1.0, limit: float = 600.0) -> float:
+        """Wait until the process used at most one clock tick of CPU over `quiet` seconds twice
+        in a row (its work is done); returns its CPU seconds at that point."""
+        deadline = time.perf_counter() + limit
+        calm = 0
+        last = self.cpu()
+        while calm < 2:
+            await asyncio.sleep(quiet / 2)
+            now = self.cpu()
+            calm = calm + 1 if now - last <= 1.5 / TICK else 0
+            last = now
+            if time.perf_counter() > deadline:
+                raise TimeoutError("controller never went quiet")
+        return last
+
+    async def stop(self) -> int:
+        if self._http is not None:
+            await self._http.close()
+        if self.proc is None:
+            return 0
+        os.kill(self.pid, signal.SIGTERM)
+        try:
+            return await asyncio.to_thread(self.proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return -9
+
+
+def worst_lag(before: dict[float, float], after: dict[float, float]) -> float:
+    """Upper bound of the worst lag observed between two histogram readings (a bucket bound)."""
+    total = after.get(float("inf"), 0.0) - before.get(float("inf"), 0.0)
+    for bound in sorted(after):
+        if after[bound] - before.get(bound, 0.0) >= total:
+            return bound
+    return float("inf")
+
+
+def parse_src(values: list[str]) -> list[tuple[str, Path]]:
+    """`label=path` pairs; a bare path is labelled by its position."""
+    out = []
+    for index, value in enumerate(values):
+        label, sep, path = value.partition("=")
+        out.append((label, Path(path)) if sep else (f"src{index}", Path(value)))
+    return out
+
+
+async def timed(coro: Awaitable[Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = await coro
+    return time.perf_counter() - started, result

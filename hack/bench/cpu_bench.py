@@ -1,0 +1,340 @@
+"""Benchmark: the controller's CPU time per unit of work, one source tree against another.
+
+The controller runs as a child process (`benchlib.Controller`); the figures are read from outside:
+user+sys CPU seconds, RSS, its own request counters, its loop-lag histogram. Scenarios, each in
+its own namespaces on one control plane:
+
+- start:    process spawn to /readyz 200 on an empty cluster (best of `--starts`), RSS then;
+- 1x1000:   one JobSet with 1000 replicas; seconds until all Jobs exist, and the same 1000 Job
+            bodies POSTed by a tight raw client, 50 in flight, just before and just after (the API
+            server's own create rate is the ceiling); controller CPU until it is quiet again;
+- 500x4:    500 JobSets of 4 Jobs created at once (2000 Job creates); CPU until quiet;
+- complete: 500 JobSets of 1 Job, settled; then every Job marked Complete (as the Job controller
+            would); CPU and status writes until every JobSet is Completed and the process quiet.
+            Every JobSet write seen by the bench's watch is checked: a write that did not change
+            the status, or more than one per JobSet, is printed with what it changed;
+- idle:     `--idle` seconds with everything above cached: CPU, writes, RSS.
+
+Each `--src label=path` is measured in turn (`git worktree add /tmp/before <commit>` gives an
+earlier commit's `src`); `--rounds` repeats the sequence so the order does not favour one tree.
+Objects are deleted between trees, so each starts from the same cluster.
+
+Run: .venv/bin/python hack/bench/cpu_bench.py --src before=/tmp/before/src --src after=src
+     [--rounds 1] [--idle 60] [--starts 3] [--scenarios start big many complete idle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+from benchlib import Controller, RawClient, Watcher, parse_src, worst_lag
+
+from jobset_controller.api import JobSet, default_jobset
+from jobset_controller.reconcile.desired_jobs import construct_job
+from jobset_controller_dev.envtest import ControlPlane
+
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+SCENARIOS = ("start", "big", "many", "complete", "idle")
+
+
+def jobset(name: str, replicas: int) -> dict[str, Any]:
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": replicas,
+                    "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
+                }
+            ]
+        },
+    }
+
+
+def raw_job_bodies(namespace: str, count: int) -> list[bytes]:
+    """The Jobs the controller builds for `jobset("big", count)`, built by the same code, minus
+    the Job-level JobSet label so a running controller's informer never sees them."""
+    manifest = jobset("big", count)
+    manifest["metadata"].update(namespace=namespace, uid="00000000-0000-0000-0000-000000000000")
+    js = default_jobset(JobSet.model_validate(manifest))
+    rjob = js.spec.replicated_jobs[0]
+    bodies = []
+    for index in range(count):
+        job = construct_job(js, rjob, index, restarts=0, job_restart_attempt=None)
+        job["metadata"]["labels"].pop("jobset.sigs.k8s.io/jobset-name")
+        bodies.append(orjson.dumps(job))
+    return bodies
+
+
+async def raw_creates(raw: RawClient, namespace: str, count: int) -> float:
+    await raw.ensure_namespace(namespace)
+    bodies = raw_job_bodies(namespace, count)
+    path = JOBS.format(ns=namespace)
+    started = time.perf_counter()
+    codes = await raw.many("POST", ((path, body) for body in bodies), in_flight=50)
+    took = time.perf_counter() - started
+    assert codes == {201: count}, codes
+    await raw.delete_collection(path)
+    return took
+
+
+def writes(before: dict[str, float], after: dict[str, float]) -> float:
+    return sum(after.get(m, 0) - before.get(m, 0) for m in ("POST", "PUT", "PATCH", "DELETE"))
+
+
+def completed(js: dict[str, Any]) -> bool:
+    return (js.get("status") or {}).get("terminalState") == "Completed"
+
+
+async def run_tree(
+    plane: ControlPlane,
+    raw: RawClient,
+    label: str,
+    src: Path,
+    round_: int,
+    args: argparse.Namespace,
+    workdir: Path,
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    tag = f"{label}-r{round_}"
+    scenarios = set(args.scenarios)
+    if "start" in scenarios:
+        starts, rss = [], []
+        for _ in range(args.starts):
+            probe = Controller(label, src, plane, workdir)
+            starts.append(await probe.start())
+            rss.append(probe.rss())
+            await probe.stop()
+        out["start_s"] = min(starts)
+        out["start_median_s"] = statistics.median(starts)
+        out["start_rss_mib"] = min(rss) / 2**20
+
+    controller = Controller(label, src, plane, workdir, profile=args.profile)
+    await controller.start()
+    namespaces: list[str] = []
+
+    async def namespace(kind: str) -> str:
+        name = f"{kind}-{tag}"
+        await raw.ensure_namespace(name)
+        namespaces.append(name)
+        return name
+
+    try:
+        if "big" in scenarios:
+            ns = await namespace("big")
+            jobs = Watcher(raw, JOBS.format(ns=ns))
+            await jobs.start()
+            before_raw = await raw_creates(raw, f"raw-a-{tag}", args.big)
+            await controller.settle()
+            cpu0, req0 = controller.cpu(), await controller.requests()
+            started = time.perf_counter()
+            await raw.request("POST", JOBSETS.format(ns=ns), jobset("big", args.big))
+            await jobs.wait(lambda: len(jobs.objects) >= args.big)
+            out["big_s"] = time.perf_counter() - started
+            cpu1 = await controller.settle()
+            req1 = await controller.requests()
+            after_raw = await raw_creates(raw, f"raw-b-{tag}", args.big)
+            await jobs.stop()
+            out["big_cpu_s"] = cpu1 - cpu0
+            out["big_raw_s"] = (before_raw + after_raw) / 2
+            out["big_ratio"] = out["big_s"] / out["big_raw_s"]
+            out["big_writes"] = writes(req0, req1)
+
+        if "many" in scenarios:
+            ns = await namespace("many")
+            jobs = Watcher(raw, JOBS.format(ns=ns))
+            await jobs.start()
+            cpu0, req0 = controller.cpu(), await controller.requests()
+            path = JOBSETS.format(ns=ns)
+            bodies = [(path, orjson.dumps(jobset(f"js-{i}", 4))) for i in range(args.many)]
+            started = time.perf_counter()
+            await raw.many("POST", bodies, in_flight=50)
+            await jobs.wait(lambda: len(jobs.objects) >= 4 * args.many)
+            out["many_s"] = time.perf_counter() - started
+            cpu1 = await controller.settle()
+            req1 = await controller.requests()
+            await jobs.stop()
+            out["many_cpu_s"] = cpu1 - cpu0
+            out["many_writes"] = writes(req0, req1)
+
+        if "complete" in scenarios:
+            ns = await namespace("done")
+            jobs = Watcher(raw, JOBS.format(ns=ns))
+            seen: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+            counting = False
+
+            def on_jobset(kind: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+                if counting and kind == "MODIFIED":
+                    seen[new["metadata"]["name"]].append(
+                        ((old or {}).get("status"), new.get("status"))
+                    )
+
+            jobsets = Watcher(raw, JOBSETS.format(ns=ns), on_event=on_jobset)
+            await jobs.start()
+            await jobsets.start()
+            path = JOBSETS.format(ns=ns)
+            per = args.per_jobset
+            bodies = [(path, orjson.dumps(jobset(f"js-{i}", per))) for i in range(args.many)]
+            await raw.many("POST", bodies, in_flight=50)
+            await jobs.wait(lambda: len(jobs.objects) >= per * args.many)
+            await jobsets.wait(lambda: all(js.get("status") for js in jobsets.objects.values()))
+            await controller.settle()
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            patches = []
+            for job in sorted(jobs.objects.values(), key=lambda j: j["metadata"]["name"]):
+                status = {
+                    "startTime": now, "completionTime": now, "active": 0, "ready": 0,
+                    "succeeded": 1, "completedIndexes": "0",
+                    "conditions": [
+                        {"type": "SuccessCriteriaMet", "status": "True",
+                         "lastTransitionTime": now},
+                        {"type": "Complete", "status": "True", "lastTransitionTime": now},
+                    ],
+                }  # fmt: skip
+                patches.append(
+                    (
+                        JOBS.format(ns=ns) + f"/{job['metadata']['name']}/status",
+                        orjson.dumps({"status": status}),
+                    )
+                )
+            cpu0, req0 = controller.cpu(), await controller.requests()
+            counting = True
+            started = time.perf_counter()
+            codes = await raw.many(
+                "PATCH", patches, in_flight=50, content_type="application/merge-patch+json"
+            )
+            assert codes == {200: len(patches)}, codes
+            await jobsets.wait(lambda: all(completed(js) for js in jobsets.objects.values()))
+            out["complete_s"] = time.perf_counter() - started
+            cpu1 = await controller.settle()
+            req1 = await controller.requests()
+            counting = False
+            await jobs.stop()
+            await jobsets.stop()
+            out["complete_cpu_s"] = cpu1 - cpu0
+            out["complete_status_writes"] = req1.get("PUT", 0) - req0.get("PUT", 0)
+            out["complete_conflicts"] = req1.get("code:409", 0) - req0.get("code:409", 0)
+            out["complete_jobset_writes_seen"] = sum(len(w) for w in seen.values())
+            extra = {name: w for name, w in seen.items() if len(w) != 1}
+            noop = sum(1 for w in seen.values() for old, new in w if old == new)
+            out["complete_noop_writes"] = noop
+            for name, changes in list(extra.items())[:3]:
+                print(f"  [{tag}] {name}: {len(changes)} writes")
+                for old, new in changes:
+                    print(f"      {_diff(old or {}, new or {})}")
+
+        if "idle" in scenarios:
+            await controller.settle()
+            lag0 = await controller.lag_buckets()
+            cpu0, req0 = controller.cpu(), await controller.requests()
+            await asyncio.sleep(args.idle)
+            cpu1, req1 = controller.cpu(), await controller.requests()
+            out["idle_cpu_per_min_s"] = (cpu1 - cpu0) * 60 / args.idle
+            out["idle_writes"] = writes(req0, req1)
+            out["idle_lag_le_s"] = worst_lag(lag0, await controller.lag_buckets())
+        out["rss_mib"] = controller.rss() / 2**20
+        out["log_lines"] = controller.log_lines()
+    finally:
+        await controller.stop()
+        for ns in namespaces:
+            await raw.delete_collection(JOBSETS.format(ns=ns))
+            await raw.delete_collection(JOBS.format(ns=ns))
+    return out
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    keys = sorted(set(old) | set(new))
+    parts = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+    return "; ".join(parts)[:600] or "(no status change)"
+
+
+FIGURES = (
+    ("start_s", "start to /readyz, best (s)"),
+    ("start_median_s", "start to /readyz, median (s)"),
+    ("start_rss_mib", "RSS at /readyz (MiB)"),
+    ("big_s", "1x{big}: all Jobs exist (s)"),
+    ("big_raw_s", "1x{big}: raw client, same Jobs (s)"),
+    ("big_ratio", "1x{big}: controller / raw client"),
+    ("big_cpu_s", "1x{big}: controller CPU (s)"),
+    ("big_writes", "1x{big}: writes"),
+    ("many_s", "{many}x4: all Jobs exist (s)"),
+    ("many_cpu_s", "{many}x4: controller CPU (s)"),
+    ("many_writes", "{many}x4: writes"),
+    ("complete_s", "{many} completions: all Completed (s)"),
+    ("complete_cpu_s", "{many} completions: controller CPU (s)"),
+    ("complete_status_writes", "{many} completions: status writes"),
+    ("complete_conflicts", "{many} completions: 409 answers"),
+    ("complete_jobset_writes_seen", "{many} completions: JobSet changes seen"),
+    ("complete_noop_writes", "{many} completions: writes not changing status"),
+    ("idle_cpu_per_min_s", "idle: CPU per minute (s)"),
+    ("idle_writes", "idle: writes"),
+    ("idle_lag_le_s", "idle: worst loop lag <= (s)"),
+    ("rss_mib", "RSS at the end (MiB)"),
+    ("log_lines", "log lines"),
+)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    trees = parse_src(args.src)
+    results: dict[str, list[dict[str, float]]] = defaultdict(list)
+    with tempfile.TemporaryDirectory(prefix="cpu-bench-") as tmp, ControlPlane() as plane:
+        raw = RawClient(plane)
+        try:
+            for round_ in range(args.rounds):
+                order = trees if round_ % 2 == 0 else list(reversed(trees))
+                for label, src in order:
+                    r = await run_tree(plane, raw, label, src, round_, args, Path(tmp))
+                    results[label].append(r)
+                    print(f"[{label} round {round_}] " + ", ".join(
+                        f"{k}={v:.3g}" for k, v in r.items()
+                    ), flush=True)  # fmt: skip
+        finally:
+            await raw.close()
+    labels = [label for label, _ in trees]
+    print()
+    print("| figure | " + " | ".join(labels) + (" | last/first |" if len(labels) > 1 else " |"))
+    print("|---|" + "---|" * (len(labels) + (1 if len(labels) > 1 else 0)))
+    for key, title in FIGURES:
+        values = [[r[key] for r in results[label] if key in r] for label in labels]
+        if not all(values):
+            continue
+        cells = [" / ".join(f"{v:.3g}" for v in vs) for vs in values]
+        row = f"| {title.format(big=args.big, many=args.many)} | " + " | ".join(cells)
+        if len(labels) > 1:
+            first, last = statistics.median(values[0]), statistics.median(values[-1])
+            row += f" | {last / first:.2f}x" if first else " | -"
+        print(row + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--src", action="append", default=[], help="label=path of a src tree")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--idle", type=float, default=60.0)
+    parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--big", type=int, default=1000)
+    parser.add_argument("--many", type=int, default=500)
+    parser.add_argument("--per-jobset", type=int, default=1, help="Jobs per completed JobSet")
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy raw profiles here")
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
+    args = parser.parse_args()
+    if not args.src:
+        args.src = [f"current={Path(__file__).resolve().parents[2] / 'src'}"]
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
