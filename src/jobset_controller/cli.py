@@ -6,10 +6,12 @@ Exit codes: 0 success, 1 a checked failure (e.g. an invalid JobSet), 2 bad usage
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
@@ -26,6 +28,9 @@ from jobset_controller.tools.documents import (
     one_line,
     read_documents,
 )
+
+if TYPE_CHECKING:
+    from jobset_controller.runtime.certs import CertPolicy
 
 
 def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
@@ -180,6 +185,28 @@ def _add_run_parser(commands: Any) -> None:
         default="auto",
         help="log format (auto: console on a terminal, JSON otherwise)",
     )
+    # Ours, not upstream's (its rotator's lifetimes are fixed): internal certificate management.
+    run.add_argument(
+        "--webhook-cert-validity",
+        default=None,
+        help='serving certificate lifetime, Go duration (default "8760h", one year)',
+    )
+    run.add_argument(
+        "--webhook-ca-validity",
+        default=None,
+        help='CA lifetime, Go duration (default "87600h", ten years)',
+    )
+    run.add_argument(
+        "--webhook-cert-lookahead",
+        default=None,
+        help='replace a certificate this long before it expires (default "2160h", 90 days)',
+    )
+    run.add_argument(
+        "--webhook-cert-extra-sans",
+        default="",
+        help="comma-separated extra DNS names or IPs for the serving certificate "
+        "(e.g. 127.0.0.1 when the API server calls the webhook by URL on the same host)",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -216,6 +243,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"jobset-controller: --zap-log-level: {error}", file=sys.stderr)
         return 2
 
+    try:
+        cert_policy = _cert_policy(args)
+    except ValueError as error:
+        print(f"jobset-controller: {error}", file=sys.stderr)
+        return 2
+
     def pick(flag: Any, configured: Any) -> Any:
         return configured if flag is None else flag
 
@@ -231,6 +264,10 @@ def _run(args: argparse.Namespace) -> int:
         qps=pick(args.kube_api_qps, config.client_connection.qps),
         burst=pick(args.kube_api_burst, config.client_connection.burst),
         workers=args.workers,
+        cert_policy=cert_policy,
+        cert_extra_sans=tuple(
+            name.strip() for name in args.webhook_cert_extra_sans.split(",") if name.strip()
+        ),
     )
 
     async def main() -> int:
@@ -241,6 +278,27 @@ def _run(args: argparse.Namespace) -> int:
         return await manager.run()
 
     return asyncio.run(main())
+
+
+def _cert_policy(args: argparse.Namespace) -> CertPolicy:
+    """The certificate lifetimes from the flags given; ValueError names the bad flag."""
+    from jobset_controller.config import parse_duration
+    from jobset_controller.runtime.certs import CertPolicy
+
+    changes: dict[str, datetime.timedelta] = {}
+    for flag, field in (
+        ("webhook_cert_validity", "cert_validity"),
+        ("webhook_ca_validity", "ca_validity"),
+        ("webhook_cert_lookahead", "lookahead"),
+    ):
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        try:
+            changes[field] = datetime.timedelta(seconds=parse_duration(value))
+        except ValueError as error:
+            raise ValueError(f"--{flag.replace('_', '-')}: {error}") from None
+    return dataclasses.replace(CertPolicy(), **changes)
 
 
 def _parse_gates(text: str) -> FeatureGates:

@@ -33,23 +33,28 @@ import random
 import socket
 import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
-from prometheus_client import CollectorRegistry
+from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
 from jobset_controller.config import Configuration
 from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.controller.placement_mode import PlacementMode
+from jobset_controller.controller.pods import PodPlacementController
 from jobset_controller.controller.resources import PVCS
+from jobset_controller.controller.webhookcerts import rotator_settings
+from jobset_controller.runtime.certrotator import CertRotator
+from jobset_controller.runtime.certs import CertPolicy
 from jobset_controller.runtime.client import ClientSettings, KubeClient, NotFound
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock, wait_for
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
-from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
+from jobset_controller.runtime.httpserver import HealthServer, MetricsServer, parse_bind_address
 from jobset_controller.runtime.leaderelection import (
     LeaderElectionConfig,
     LeaderElector,
@@ -57,8 +62,16 @@ from jobset_controller.runtime.leaderelection import (
 )
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.metrics_workqueue import PrometheusWorkQueueMetricsProvider
+from jobset_controller.runtime.metricsauth import DelegatingAuth
+from jobset_controller.runtime.servingtls import (
+    has_chain,
+    self_signed_context,
+    server_context,
+)
+from jobset_controller.runtime.tlsreload import ReloadingTLS
 from jobset_controller.runtime.workers import Workers
 from jobset_controller.runtime.workqueue import WorkQueue
+from jobset_controller.webhook.pods import FollowerMode, Lookups
 from jobset_controller.webhook.server import WebhookServer
 
 log = structlog.get_logger("manager")
@@ -69,6 +82,7 @@ CONTROLLER_NAME = "jobset"
 # Bounds of a graceful shutdown, together under Kubernetes' default 30 s grace period.
 _EVENT_FLUSH_TIMEOUT = 5.0
 _DEFAULT_WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # controller-runtime's
+_DEFAULT_METRICS_CERT_DIR = "/tmp/k8s-metrics-server/serving-certs"  # controller-runtime's
 _SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -79,6 +93,9 @@ class ManagerOptions:
     config: Configuration
     kubeconfig: str | None = None
     metrics_bind_address: str = ":8443"
+    # HTTPS with TokenReview + SubjectAccessReview on every request (upstream's only mode);
+    # False serves plain HTTP to anyone (`--metrics-secure=false`).
+    metrics_secure: bool = True
     health_probe_bind_address: str = ":8081"
     leader_elect: bool = True
     qps: float = 500.0
@@ -86,18 +103,34 @@ class ManagerOptions:
     workers: int = 4
     cache_sync_timeout: float = 120.0
     shutdown_timeout: float = 20.0
+    # Internal certificate management: lifetimes and lookahead (upstream's by default), and
+    # names the serving certificate carries besides the Service's (e.g. 127.0.0.1 when an API
+    # server on the same host calls the webhook by URL, as in tests).
+    cert_policy: CertPolicy = field(default_factory=CertPolicy)
+    cert_extra_sans: tuple[str, ...] = ()
 
 
-def leader_election_namespace(configured: str) -> str:
-    """Configured value, else the pod's namespace, else `default` (running outside a cluster)."""
-    if configured:
-        return configured
+def _pod_namespace() -> str:
+    """POD_NAMESPACE (the manifests set it from the downward API), else the service-account
+    namespace file; "" outside a cluster."""
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
     try:
         return _SA_NAMESPACE_FILE.read_text().strip()
     except OSError:
-        return "default"
+        return ""
+
+
+def leader_election_namespace(configured: str) -> str:
+    """Configured value, else the pod's namespace, else `default` (running outside a cluster)."""
+    return configured or _pod_namespace() or "default"
+
+
+def controller_namespace(leader_election_configured: str) -> str:
+    """Where the webhook certificate Secret lives: the pod's own namespace (where its Deployment
+    and Secret are installed), else, outside a cluster, the configured leader-election namespace,
+    else `default`. In a cluster it is the same answer as upstream's (the service-account file)."""
+    return _pod_namespace() or leader_election_configured or "default"
 
 
 class _Exit(Exception):
@@ -109,6 +142,20 @@ class _Exit(Exception):
 
 
 @dataclass(frozen=True)
+class _Webhooks:
+    """The admission webhook server, the certificate it serves (followed on disk) and, with
+    internal certificate management, what keeps that certificate in the Secret and on disk."""
+
+    server: WebhookServer
+    tls: ReloadingTLS
+    rotator: CertRotator | None
+
+    def serving(self) -> bool:
+        """Readiness: a certificate from disk is loaded and the server listens with it."""
+        return self.tls.loaded and self.server.listening
+
+
+@dataclass(frozen=True)
 class _Parts:
     """What `Manager._build` constructs and the later phases run."""
 
@@ -116,8 +163,21 @@ class _Parts:
     queue: WorkQueue[str]
     recorder: EventRecorder
     workers: Workers
-    webhook: WebhookServer | None
+    webhooks: _Webhooks | None
     lag: LoopLagMonitor
+    metrics_tls: ReloadingTLS | None  # the metrics certificate from certDir, followed on disk
+    placement: _Placement | None = None  # exclusive placement: the pod controller and the mode
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """The pod controller of exclusive placement, its queue and workers, and the mode in force
+    (docs/behaviour.md#exclusive-placement)."""
+
+    pods: PodPlacementController
+    queue: WorkQueue[str]
+    workers: Workers
+    mode: PlacementMode
 
 
 class _Tasks:
@@ -153,7 +213,14 @@ class Manager:
         rng: RandomSource = random,
     ):
         self.options = options
-        self.registry = registry or CollectorRegistry()
+        if registry is None:
+            # This process's own registry: it also reports the process (CPU, memory, open
+            # files, start time) and Python's runtime, as upstream's does the Go runtime.
+            registry = CollectorRegistry()
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            registry.register(GC_COLLECTOR)
+        self.registry = registry
         # One time line and one source of jitter for every runtime piece built here.
         self.clock: Clock = clock or RealClock()
         self.rng = rng
@@ -164,7 +231,7 @@ class Manager:
             readiness_endpoint_name=options.config.health.readiness_endpoint_name,
             liveness_endpoint_name=options.config.health.liveness_endpoint_name,
         )
-        self.metrics = MetricsServer(self.registry, options.metrics_bind_address)
+        self.metrics: MetricsServer | None = None  # built with the client (it reviews tokens)
         self.elector: LeaderElector | None = None
         self.controller: JobSetController | None = None
         self.lag: LoopLagMonitor | None = None
@@ -194,10 +261,12 @@ class Manager:
                 client = await self._connect(stack)
                 parts = self._build(client)
                 await self._serve(stack, parts)
+                self._serve_webhooks(stack, tasks, parts)
                 self._start_background(tasks, parts)
                 await self._sync_caches(parts)
+                await self._detect_placement_mode(tasks, parts)
                 renew = await self._lead(stack, tasks)
-                working = tasks.spawn(parts.workers.run(), "workers")
+                working = tasks.spawn(self._all_workers(parts), "workers")
                 await self._work_until_stopped(working, renew)
                 await self._drain(parts, working, renew)
                 await self._flush_events(parts.recorder)
@@ -241,8 +310,10 @@ class Manager:
             clock=self.clock,
             metrics=EventMetrics(self.registry),
         )
+        placement = self._placement(client, recorder)
         self.controller = JobSetController(
             client,
+            pod_webhooks=placement.mode.pod_webhooks,
             enqueue=queue.add,
             executor=Executor(client, recorder, JobSetMetrics(self.registry)),
             recorder=recorder,
@@ -250,9 +321,15 @@ class Manager:
             clock=self.clock,
             rng=self.rng,
         )
-        webhook = self._webhook_server(client, features)
+        webhooks = self._webhooks(
+            client,
+            features,
+            pod_lookups=Lookups(placement.pods.leaders, placement.pods.node_labels),
+        )
         self.health.add_liveness_check("ping", lambda: True)
         self.health.add_readiness_check("informers", self.caches_synced)
+        if webhooks is not None:
+            self.health.add_readiness_check("webhook", webhooks.serving)
         workers = Workers(
             CONTROLLER_NAME,
             queue,
@@ -263,37 +340,107 @@ class Manager:
             clock=self.clock,
         )
         self.lag = LoopLagMonitor(clock=self.clock, registry=self.registry)
+        metrics_tls = self._metrics_server(client)
         return _Parts(
             controller=self.controller,
             queue=queue,
             recorder=recorder,
             workers=workers,
-            webhook=webhook,
+            webhooks=webhooks,
             lag=self.lag,
+            metrics_tls=metrics_tls,
+            placement=placement,
         )
 
+    def _placement(self, client: KubeClient, recorder: EventRecorder) -> _Placement:
+        """The pod controller runs whether or not the webhooks are served: pods of Jobs
+        created while they were active still need releasing and repairing."""
+        queue: WorkQueue[str] = WorkQueue("pod", clock=self.clock)
+        pods = PodPlacementController(
+            client, enqueue=queue.add, recorder=recorder, clock=self.clock, rng=self.rng
+        )
+        # Own metrics would clash with the JobSet controller's names in this registry.
+        workers = Workers("pod", queue, pods.reconcile, workers=2, clock=self.clock)
+        mode = PlacementMode(
+            client,
+            controller_namespace(self.options.config.leader_election.resource_namespace),
+            follower_mode=self.options.config.exclusive_placement.followers,
+            registry=self.registry,
+            clock=self.clock,
+        )
+        return _Placement(pods=pods, queue=queue, workers=workers, mode=mode)
+
+    def _informers(self, parts: _Parts) -> tuple[Any, ...]:
+        placement = parts.placement.pods.informers if parts.placement is not None else ()
+        return (*parts.controller.informers, *placement)
+
+    async def _detect_placement_mode(self, tasks: _Tasks, parts: _Parts) -> None:
+        """Which exclusive-placement mode new Jobs get: probe the pod webhooks once (after the
+        webhook server listens, 15 s at most) and keep probing in the background."""
+        if parts.placement is None:
+            return
+        webhooks = parts.webhooks
+        if webhooks is not None:
+            deadline = self.clock.now() + 15.0
+            while not webhooks.serving() and self.clock.now() < deadline:
+                await self.clock.sleep(0.1)
+        await parts.placement.mode.check(first=True)
+        tasks.spawn(parts.placement.mode.run(), "placement-mode")
+
+    async def _all_workers(self, parts: _Parts) -> None:
+        """The JobSet workers and the pod workers; cancelled together when draining ends."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(parts.workers.run())
+            if parts.placement is not None:
+                group.create_task(parts.placement.workers.run())
+
     async def _serve(self, stack: contextlib.AsyncExitStack, parts: _Parts) -> None:
-        """/metrics, the probes and (with certificates) the webhooks; stopped in reverse."""
+        """/metrics and the probes; stopped in reverse."""
+        assert self.metrics is not None  # built by _build
         await self.metrics.start()
         stack.push_async_callback(self.metrics.stop)
         await self.health.start()
         stack.push_async_callback(self.health.stop)
-        if parts.webhook is not None:
-            await parts.webhook.start()
-            stack.push_async_callback(parts.webhook.stop)
-            self.webhook_port = parts.webhook.port
+
+    def _serve_webhooks(
+        self, stack: contextlib.AsyncExitStack, tasks: _Tasks, parts: _Parts
+    ) -> None:
+        """Certificates, then the webhook server, in the background: the rotator (internal
+        management) fills the Secret and certDir, the TLS watcher follows certDir, and the server
+        starts listening once a certificate is loaded. Until then /readyz fails its `webhook`
+        check, and the controller itself already runs: reconciling needs no webhook."""
+        webhooks = parts.webhooks
+        if webhooks is None:
+            return
+        stack.push_async_callback(webhooks.server.stop)
+        if webhooks.rotator is not None:
+            tasks.spawn(webhooks.rotator.run(), "webhook-certificates")
+        tasks.spawn(webhooks.tls.run(), "webhook-certificate-files")
+        tasks.spawn(self._start_webhook_server(webhooks), "webhook-server")
+
+    async def _start_webhook_server(self, webhooks: _Webhooks) -> None:
+        await webhooks.tls.wait_loaded()
+        try:
+            await webhooks.server.start()
+        except OSError as error:
+            # Not fatal to reconciling; /readyz keeps saying the webhook is not served.
+            log.error("webhook server cannot listen", error=str(error))
+            return
+        self.webhook_port = webhooks.server.port
 
     def _start_background(self, tasks: _Tasks, parts: _Parts) -> None:
         """Loop-lag sampling, the Event writer and the informers (they warm up unled)."""
         tasks.spawn(parts.lag.run(), "loop-lag")
+        if parts.metrics_tls is not None:
+            tasks.spawn(parts.metrics_tls.run(), "metrics-certificate")
         tasks.spawn(parts.recorder.run(), "events")
-        for informer in parts.controller.informers:
+        for informer in self._informers(parts):
             tasks.spawn(informer.run(), f"informer-{informer.resource.plural}")
 
     async def _sync_caches(self, parts: _Parts) -> None:
         """Wait for every informer's first list, at most `cache_sync_timeout`."""
         timeout = self.options.cache_sync_timeout
-        if not await self._wait(self._wait_for_caches(parts.controller.informers), timeout):
+        if not await self._wait(self._wait_for_caches(self._informers(parts)), timeout):
             if self.stop_requested.is_set():
                 raise _Exit(0)  # asked to stop while warming up
             log.error("caches did not sync", timeout=timeout)
@@ -397,16 +544,93 @@ class Manager:
         except TimeoutError:
             log.warning("pending events not written before exit")
 
-    def _webhook_server(self, client: KubeClient, features: FeatureGates) -> WebhookServer | None:
-        """The admission webhook server, when serving certificates are present in certDir.
+    def _metrics_server(self, client: KubeClient) -> ReloadingTLS | None:
+        """Build `self.metrics`; returns the certificate watcher to run when certDir serves.
 
-        Certificates come from cert-manager or a mounted Secret (tls.crt, tls.key); internal
-        certificate management is not implemented yet, so without them no webhook is served
-        and the controller's in-memory defaulting and validation stand in (docs/reconcile.md).
+        Secure (the default): HTTPS, every request reviewed by the API server. The certificate
+        is `metrics.certDir`'s tls.crt/tls.key, followed on disk; an empty certDir means
+        controller-runtime's default directory when internal certificate management is off
+        (cert-manager mounts the metrics Secret there), and otherwise, or when the files are
+        missing, a self-signed certificate made in memory now (scrapers skip verification).
         """
-        cfg = self.options.config.webhook
+        opts, config = self.options, self.options.config
+        if not opts.metrics_secure or parse_bind_address(opts.metrics_bind_address) is None:
+            if opts.metrics_secure is False:
+                log.warning("metrics served over plain HTTP without authentication")
+            self.metrics = MetricsServer(self.registry, opts.metrics_bind_address)
+            return None
+        min_version = config.tls.min_version
+        configured = config.metrics.cert_dir
+        cert_dir = Path(configured or _DEFAULT_METRICS_CERT_DIR)
+        reloading: ReloadingTLS | None = None
+        if (configured or not config.internal_cert_management.enable) and has_chain(cert_dir):
+            reloading = ReloadingTLS(
+                cert_dir / "tls.crt",
+                cert_dir / "tls.key",
+                make_context=lambda: server_context(min_version),
+                clock=self.clock,
+            )
+            if not reloading.reload():
+                log.error("metrics certificate cannot be loaded", cert_dir=str(cert_dir))
+                raise _Exit(1)
+            tls = reloading.context
+        else:
+            if configured:
+                log.warning(
+                    "metrics certDir has no tls.crt/tls.key; serving a self-signed certificate",
+                    cert_dir=configured,
+                )
+            tls = self_signed_context(min_version)
+        self.metrics = MetricsServer(
+            self.registry,
+            opts.metrics_bind_address,
+            tls=tls,
+            auth=DelegatingAuth(client.create, clock=self.clock),
+        )
+        return reloading
+
+    def _webhooks(
+        self, client: KubeClient, features: FeatureGates, *, pod_lookups: Lookups | None = None
+    ) -> _Webhooks | None:
+        """The admission webhook server and where its certificate comes from.
+
+        With internal certificate management (the default, like upstream) the rotator keeps the
+        Secret `internalCertManagement.webhookSecretName` in the controller's namespace and writes
+        its certificate to certDir. Without it the certificate must be in certDir already
+        (cert-manager's Secret mounted there); when it is not, no webhook is served and the
+        controller's in-memory defaulting and validation stand in (docs/behaviour.md). Either
+        way the files are followed on disk, so a renewed certificate is served without a restart.
+        """
+        opts = self.options
+        cfg, internal = opts.config.webhook, opts.config.internal_cert_management
         cert_dir = Path(cfg.cert_dir or _DEFAULT_WEBHOOK_CERT_DIR)
-        if not (cert_dir / "tls.crt").is_file() or not (cert_dir / "tls.key").is_file():
+        rotator: CertRotator | None = None
+        min_version = opts.config.tls.min_version
+        tls = ReloadingTLS(
+            cert_dir / "tls.crt",
+            cert_dir / "tls.key",
+            make_context=lambda: server_context(min_version),
+            clock=self.clock,
+        )
+        if internal.enable:
+            settings = rotator_settings(
+                namespace=controller_namespace(opts.config.leader_election.resource_namespace),
+                service_name=internal.webhook_service_name,
+                secret_name=internal.webhook_secret_name,
+                cert_dir=cert_dir,
+                policy=opts.cert_policy,
+                extra_sans=opts.cert_extra_sans,
+            )
+            rotator = CertRotator(
+                client, settings, on_files=tls.reload, clock=self.clock, rng=self.rng
+            )
+            log.info(
+                "internal certificate management",
+                secret=f"{settings.namespace}/{settings.secret_name}",
+                dns_names=list(settings.identity.dns_names),
+                cert_dir=str(cert_dir),
+            )
+        elif not tls.reload():
             log.info("admission webhooks not served: no tls.crt/tls.key", cert_dir=str(cert_dir))
             return None
 
@@ -416,13 +640,17 @@ class Manager:
             except NotFound:
                 return None
 
-        return WebhookServer(
+        server = WebhookServer(
             lookup_claim=lookup_claim,
             features=features,
-            cert_dir=cert_dir,
+            ssl_context=tls.context,
             host=cfg.host,
             port=cfg.port,
+            registry=self.registry,
+            pod_lookups=pod_lookups,
+            follower_mode=FollowerMode(opts.config.exclusive_placement.followers),
         )
+        return _Webhooks(server=server, tls=tls, rotator=rotator)
 
     async def _wait_for_caches(self, informers: Any) -> None:
         for informer in informers:

@@ -77,6 +77,14 @@ def _summary(cluster: FullCluster, namespace: str, name: str) -> tuple[str, str]
 
 def _start_controller(cluster: FullCluster) -> tuple[ManagedProcess, int, int]:
     metrics, health = free_port(), free_port()
+    # Internal certificates (the default): the Secret in `default`, the webhook server on a free
+    # loopback port with its files in the cluster's work directory (not the shared /tmp path).
+    config = cluster.workdir / "jobset-controller-config.yaml"
+    certs = cluster.workdir / "jobset-controller-certs"
+    config.write_text(
+        "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
+        f"webhook: {{host: 127.0.0.1, port: 0, certDir: '{certs}'}}\n"
+    )
     controller = ManagedProcess(
         "jobset-controller",
         [
@@ -85,6 +93,7 @@ def _start_controller(cluster: FullCluster) -> tuple[ManagedProcess, int, int]:
             "jobset_controller",
             "run",
             f"--kubeconfig={cluster.kubeconfig}",
+            f"--config={config}",
             "--leader-elect=false",
             f"--metrics-bind-address=127.0.0.1:{metrics}",
             f"--health-probe-bind-address=127.0.0.1:{health}",

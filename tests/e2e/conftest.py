@@ -82,6 +82,8 @@ def jobset_controller(
     config.write_text(
         "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
         f"webhook: {{host: '{webhook_host}', port: {webhook_port}, certDir: '{cert_dir}'}}\n"
+        # The certificate above, as cert-manager would mount it: nothing managed internally.
+        "internalCertManagement: {enable: false}\n"
     )
     proc = subprocess.Popen(
         [

@@ -66,27 +66,43 @@ CONTROLLER_ACCOUNT = "controller-manager"
 
 
 @pytest.fixture(scope="session")
-def controller_kubeconfig(
+def controller_account(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """A kubeconfig for a ServiceAccount bound only to the shipped roles, shared by the session
-    (the roles are cluster-wide, so one identity serves every test's namespace)."""
+) -> Iterator[tuple[str, Path]]:
+    """(its namespace, a kubeconfig) for a ServiceAccount bound only to the shipped roles, shared
+    by the session (the roles are cluster-wide, so one identity serves every test's namespace;
+    its namespace holds the webhook certificate Secret the controller manages)."""
     home = f"jobset-system-{uuid.uuid4().hex[:6]}"
     directory = tmp_path_factory.mktemp("controller-identity")
     try:
         with shipped_rbac(control_plane, home, [CONTROLLER_ACCOUNT], directory) as kubeconfigs:
-            yield kubeconfigs[CONTROLLER_ACCOUNT]
+            yield home, kubeconfigs[CONTROLLER_ACCOUNT]
     finally:
         control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
 
 
+@pytest.fixture(scope="session")
+def controller_kubeconfig(controller_account: tuple[str, Path]) -> Path:
+    return controller_account[1]
+
+
 @pytest.fixture
-async def controller(controller_kubeconfig: Path) -> AsyncIterator[Manager]:
+async def controller(
+    controller_account: tuple[str, Path], tmp_path: Path
+) -> AsyncIterator[Manager]:
     """The JobSet controller running in this test's event loop (no leader election), as the
-    shipped ServiceAccount."""
+    shipped ServiceAccount, with the default internal certificate management: its Secret in the
+    account's namespace, its webhook server on a free loopback port, certificates under tmp."""
+    home, kubeconfig = controller_account
+    config = Configuration.model_validate(
+        {
+            "leaderElection": {"resourceNamespace": home},
+            "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "webhook")},
+        }
+    )
     options = ManagerOptions(
-        config=Configuration(),
-        kubeconfig=str(controller_kubeconfig),
+        config=config,
+        kubeconfig=str(kubeconfig),
         metrics_bind_address="127.0.0.1:0",
         health_probe_bind_address="127.0.0.1:0",
         leader_elect=False,

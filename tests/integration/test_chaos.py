@@ -420,6 +420,7 @@ async def test_sigkilled_controller_never_duplicates_double_counts_or_writes_for
                 "kind": "Configuration",
                 "leaderElection": {"leaderElect": False},
                 "webhook": {"certDir": str(certs)},
+                "internalCertManagement": {"enable": False},
             }
         )
     )

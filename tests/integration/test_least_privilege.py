@@ -1,28 +1,40 @@
 """The shipped roles are exactly what the controller uses: proven with the API server's audit log.
 
-`jobset-controller run` (leader election and admission webhooks on) runs as a ServiceAccount bound
-only to manifests/rbac/role.yaml, and is taken through every path that makes an API call: create,
-restart, completion and TTL deletion with volumeClaimPolicies admitted by its own webhook; suspend
-and resume with a changed template; Job creates refused by a quota (a repeated event). Then the
-audit log must show no request the roles refused, and every verb of every grant used at least once:
-a grant nothing used is a failure (remove it from controller/permissions.py, or add the path that
-uses it here).
+`jobset-controller run` (leader election, admission webhooks and internal certificate management
+on, as installed) runs as a ServiceAccount bound only to manifests/rbac/role.yaml, and is taken
+through every path that makes an API call: its webhook Secret created and its CA injected into the
+webhook configurations (upstream's names, by URL on 127.0.0.1, created here without a caBundle);
+create, restart, completion and TTL deletion with volumeClaimPolicies admitted by its own webhook;
+suspend and resume with a changed template; Job creates refused by a quota (a repeated event); a
+scrape of the secure /metrics by a ServiceAccount bound to the shipped metrics-reader role; the
+webhook Secret emptied by someone, so it is rewritten and the new CA injected. Then the audit log
+must show no request the roles refused, and every verb of every grant used at least once: a grant
+nothing used is a failure (remove it from controller/permissions.py, or add the path that uses it
+here).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import aiohttp
 import pytest
 import yaml
 
+from jobset_controller.api import JOB_KEY
+from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_GATE, PLACEMENT_LABEL
 from jobset_controller.controller.permissions import CLUSTER_GRANTS, NAMESPACE_GRANTS
+from jobset_controller.controller.webhookcerts import (
+    MUTATING_WEBHOOK_CONFIGURATION,
+    VALIDATING_WEBHOOK_CONFIGURATION,
+)
 from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
@@ -36,6 +48,18 @@ from jobset_controller_dev.envtest.webhooks import (
 )
 
 ACCOUNT = "controller-manager"
+SECRET = "jobset-webhook-server-cert"
+_RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+class Running(NamedTuple):
+    """The controller under test: its audit username, its secure /metrics as a reader, and its
+    namespace (where its webhook Secret lives)."""
+
+    user: str
+    metrics_url: str
+    reader_token: str
+    home: str
 
 
 def _jobset(name: str, **spec: Any) -> dict[str, Any]:
@@ -111,17 +135,11 @@ class Workload:
 @pytest.fixture
 async def controller_as_service_account(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
-) -> AsyncIterator[str]:
-    """`run` as the shipped ServiceAccount in its own namespace; yields its audit username."""
+) -> AsyncIterator[Running]:
+    """`run` as the shipped ServiceAccount in its own namespace, and a ServiceAccount bound to
+    the shipped metrics-reader role to scrape it."""
     home = f"jobset-system-{uuid.uuid4().hex[:6]}"
-    pair = control_plane.ca.issue(
-        f"webhook-{home}", common_name="webhook", dns_names=("localhost",),
-        ip_addresses=("127.0.0.1",), server=True,
-    )  # fmt: skip
-    certs = tmp_path / "certs"
-    certs.mkdir()
-    (certs / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (certs / "tls.key").write_bytes(pair.key.read_bytes())
+    certs = tmp_path / "certs"  # empty: the controller writes its own certificate here
     port = free_port()
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -135,20 +153,45 @@ async def controller_as_service_account(
         )
     )
     base = f"https://127.0.0.1:{port}"
-    ca = control_plane.ca.cert_pem
     mutating = jobset_webhook_configuration(
-        f"m-{home}", "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
-    )
+        MUTATING_WEBHOOK_CONFIGURATION, "mjobset.kb.io", base + MUTATE_PATH, b"", namespace,
+        ["CREATE"],
+    )  # fmt: skip
     validating = jobset_webhook_configuration(
-        f"v-{home}", "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE", "UPDATE"]
-    )
+        VALIDATING_WEBHOOK_CONFIGURATION, "vjobset.kb.io", base + VALIDATE_PATH, b"", namespace,
+        ["CREATE", "UPDATE"],
+    )  # fmt: skip
+    for configuration in (mutating, validating):  # the controller injects its own CA
+        del configuration["webhooks"][0]["clientConfig"]["caBundle"]
+    metrics_port = free_port()
     with shipped_rbac(control_plane, home, [ACCOUNT], tmp_path) as kubeconfigs:
-        proc = _start_run(kubeconfigs[ACCOUNT], config, tmp_path / "controller.log")
+        reader = control_plane.service_account_kubeconfig(home, "reader", tmp_path / "r.kube")
+        token = yaml.safe_load(reader.read_text())["users"][0]["user"]["token"]
+        reading = f"{_RBAC}/clusterrolebindings/{home}-metrics-reading"
+        await kube.create(
+            f"{_RBAC}/clusterrolebindings",
+            {
+                "metadata": {"name": f"{home}-metrics-reading"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": f"{home}-metrics-reader",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": home}],
+            },
+        )
+        proc = _start_run(kubeconfigs[ACCOUNT], config, tmp_path / "controller.log", metrics_port)
         await kube.create(MUTATING, mutating)
         await kube.create(VALIDATING, validating)
         try:
-            yield service_account_user(home, ACCOUNT)
+            yield Running(
+                service_account_user(home, ACCOUNT),
+                f"https://127.0.0.1:{metrics_port}/metrics",
+                token,
+                home,
+            )
         finally:
+            await kube.request("DELETE", reading)
             await kube.request("DELETE", f"{MUTATING}/{mutating['metadata']['name']}")
             await kube.request("DELETE", f"{VALIDATING}/{validating['metadata']['name']}")
             proc.terminate()
@@ -156,18 +199,75 @@ async def controller_as_service_account(
             control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
 
 
-def _start_run(kubeconfig: Path, config: Path, log: Path) -> subprocess.Popen[bytes]:
+def _start_run(
+    kubeconfig: Path, config: Path, log: Path, metrics_port: int
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable, "-m", "jobset_controller", "run",
             f"--kubeconfig={kubeconfig}", f"--config={config}",
-            f"--metrics-bind-address=127.0.0.1:{free_port()}",
+            f"--metrics-bind-address=127.0.0.1:{metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+            # The API server calls the webhook by URL on this host (no pod network here).
+            "--webhook-cert-extra-sans=127.0.0.1",
             "--log-format=json",
         ],
         stdout=subprocess.DEVNULL,
         stderr=log.open("w"),
     )  # fmt: skip
+
+
+async def _exercise_pod_placement(kube: KubeClient, namespace: str) -> None:
+    """Exclusive placement's pod controller (its pod and node caches and the dry-run mode probe
+    run from the start): a leader bound to a node, a gated follower it releases (pods patch), a
+    misplaced follower it evicts (pods/status patch, pods delete). Pods made by hand: this
+    control plane has no scheduler or Job controller."""
+    sa = {"metadata": {"name": "default"}}
+    with contextlib.suppress(Conflict):
+        await kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", sa)
+    node = f"placement-{namespace}"
+    await kube.create("/api/v1/nodes", {"metadata": {"name": node, "labels": {"rack": "a"}}})
+
+    def pod(index: int, **spec: Any) -> dict[str, Any]:
+        names = {
+            "jobset.sigs.k8s.io/jobset-name": "placed",
+            "jobset.sigs.k8s.io/replicatedjob-name": "w",
+            "jobset.sigs.k8s.io/job-index": "0",
+        }
+        return {
+            "metadata": {
+                "name": f"placed-w-0-{index}-x",
+                "labels": {**names, JOB_KEY: "k", PLACEMENT_LABEL: LEADER_FOLLOWER},
+                "annotations": {
+                    **names,
+                    "alpha.jobset.sigs.k8s.io/exclusive-topology": "rack",
+                    "batch.kubernetes.io/job-completion-index": str(index),
+                },
+                "ownerReferences": [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": "placed-w-0",
+                     "uid": "00000000-0000-0000-0000-000000000001", "controller": True}
+                ],
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
+        }  # fmt: skip
+
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        await kube.create(pods, pod(0, nodeName=node))
+        await kube.create(pods, pod(1, schedulingGates=[{"name": PLACEMENT_GATE}]))
+        await kube.create(pods, pod(2, nodeSelector={"rack": "b"}))
+
+        async def placed() -> bool:
+            follower = await kube.get(f"{pods}/placed-w-0-1-x")
+            try:
+                await kube.get(f"{pods}/placed-w-0-2-x")
+            except NotFound:
+                return not follower["spec"].get("schedulingGates")
+            return False
+
+        await _eventually(placed, "gated follower released, misplaced follower evicted")
+    finally:
+        await kube.request("DELETE", f"/api/v1/nodes/{node}")
 
 
 def _used(events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
@@ -185,9 +285,10 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
     control_plane: ControlPlane,
     kube: KubeClient,
     namespace: str,
-    controller_as_service_account: str,
+    controller_as_service_account: Running,
 ) -> None:
-    user = controller_as_service_account
+    running = controller_as_service_account
+    user = running.user
     work = Workload(kube, namespace)
     # The webhook answers only once the controller listens: retry the first create until then.
     claims = {
@@ -282,6 +383,45 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
     await kube.create(quota_path, {"metadata": {"name": "jobs"}, "spec": {"hard": zero}})
     await kube.merge_patch(f"{quota_path}/jobs/status", {"status": {"hard": zero, "used": zero}})
     await kube.create(work.path(), _jobset("refused"))
+
+    # A scrape of the secure /metrics: the controller reviews the reader's token.
+    async def scraped() -> bool:
+        headers = {"Authorization": f"Bearer {running.reader_token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(running.metrics_url, headers=headers, ssl=False) as answer,
+        ):
+            return answer.status == 200
+
+    await _eventually(scraped, "/metrics served to the metrics-reader")
+
+    # Someone empties the webhook Secret: the controller rewrites it (a new CA), injects the new
+    # CA, and admission works again.
+    secret_path = f"/api/v1/namespaces/{running.home}/secrets/{SECRET}"
+    secret = await kube.get(secret_path)
+    old_ca = secret["data"]["ca.crt"]
+    secret["data"] = {}
+    await kube.replace(secret_path, secret)
+
+    async def reinjected() -> bool:
+        data = (await kube.get(secret_path)).get("data") or {}
+        if data.get("ca.crt") in (None, old_ca):
+            return False
+        configuration = await kube.get(f"{MUTATING}/{MUTATING_WEBHOOK_CONFIGURATION}")
+        return bool(configuration["webhooks"][0]["clientConfig"].get("caBundle") == data["ca.crt"])
+
+    await _eventually(reinjected, "the Secret rewritten and its CA injected")
+
+    async def admitted_again() -> bool:
+        try:
+            await kube.create(work.path(), _jobset("after-reset"))
+        except Exception:  # the API server may hold the previous bundle for a moment
+            return False
+        return True
+
+    await _eventually(admitted_again, "a JobSet admitted with the new CA")
+
+    await _exercise_pod_placement(kube, namespace)
 
     declared = {
         (grant.group, grant.resource, verb)

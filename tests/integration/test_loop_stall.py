@@ -158,6 +158,8 @@ def controller_process(control_plane: ControlPlane, tmp_path: Path) -> Iterator[
                 "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
                 "kind": "Configuration",
                 "featureGates": {"RestartJob": True},
+                # Internal certificates (the default) on a free loopback port, files under tmp.
+                "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "certs")},
             }
         )
     )

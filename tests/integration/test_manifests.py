@@ -1,24 +1,79 @@
-"""The install manifests render with kustomize and are accepted by a real apiserver."""
+"""The install manifests render with kustomize and are accepted by a real apiserver.
+
+The default install serves the admission webhooks with internal certificate management, like
+upstream's; manifests/with-webhooks is the same install with cert-manager instead.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from jobset_controller.config import load_configuration
+from jobset_controller.config import Configuration, load_configuration
+from jobset_controller.controller.webhookcerts import (
+    MUTATING_WEBHOOK_CONFIGURATION,
+    VALIDATING_WEBHOOK_CONFIGURATION,
+)
 from jobset_controller_dev.envtest import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
+CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # the Configuration's default certDir
 
 
-def test_default_kustomization_renders_and_applies(control_plane: ControlPlane) -> None:
+def _configuration(config_map: dict[str, Any], tmp_path: Path, name: str) -> Configuration:
+    path = tmp_path / name
+    path.write_text(config_map["data"]["controller_manager_config.yaml"])
+    return load_configuration(path)
+
+
+def _webhook_configurations(docs: dict[tuple[str, str], Any]) -> tuple[Any, Any]:
+    return (
+        docs[("MutatingWebhookConfiguration", MUTATING_WEBHOOK_CONFIGURATION)],
+        docs[("ValidatingWebhookConfiguration", VALIDATING_WEBHOOK_CONFIGURATION)],
+    )
+
+
+def test_default_kustomization_renders_and_applies(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
     rendered = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "default"))
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     assert ("CustomResourceDefinition", "jobsets.jobset.x-k8s.io") in names
     assert ("Deployment", "jobset-controller-manager") in names
     assert ("ClusterRole", "jobset-manager-role") in names
+    # Upstream's names for secure metrics: the reader role and the HTTPS metrics Service.
+    assert ("ClusterRole", "jobset-metrics-reader") in names
+    assert ("Service", "jobset-controller-manager-metrics-service") in names
+    # Webhooks on by default, with upstream's names; the certificate Secret ships empty and the
+    # controller fills it, writes the certificate under /tmp (the Deployment's emptyDir) and
+    # injects its CA into both configurations, whose caBundle ships empty.
+    service = by_name[("Service", "jobset-webhook-service")]
+    assert service["spec"]["ports"] == [{"port": 443, "targetPort": 9443}]
+    for configuration in _webhook_configurations(by_name):
+        assert "annotations" not in configuration["metadata"]
+        [hook] = configuration["webhooks"]
+        assert hook["clientConfig"]["service"]["name"] == "jobset-webhook-service"
+        assert "caBundle" not in hook["clientConfig"]
+    secret = by_name[("Secret", "jobset-webhook-server-cert")]
+    assert secret["type"] == "Opaque"
+    assert "data" not in secret
+    config = _configuration(by_name[("ConfigMap", "jobset-manager-config")], tmp_path, "c.yaml")
+    internal = config.internal_cert_management
+    assert internal.enable
+    assert (internal.webhook_service_name, internal.webhook_secret_name) == (
+        "jobset-webhook-service",
+        "jobset-webhook-server-cert",
+    )
+    assert config.webhook.cert_dir == ""  # the default, CERT_DIR
+    pod = by_name[("Deployment", "jobset-controller-manager")]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert {"name": "webhook", "containerPort": 9443} in container["ports"]
+    writable = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
+    assert any(CERT_DIR.startswith(path + "/") for path in writable), writable
     assert all(
         d["metadata"].get("namespace") in (None, "jobset-system")
         for d in docs
@@ -30,7 +85,20 @@ def test_default_kustomization_renders_and_applies(control_plane: ControlPlane) 
         )
         assert "deployment.apps/jobset-controller-manager serverside-applied" in output
         assert "customresourcedefinition.apiextensions.k8s.io/jobsets.jobset.x-k8s.io" in output
+        assert (
+            f"mutatingwebhookconfiguration.admissionregistration.k8s.io/{MUTATING_WEBHOOK_CONFIGURATION}"
+            in output
+        )
     finally:
+        # failurePolicy Fail with no controller behind the Service: remove them at once, or
+        # every later JobSet create in this API server would be refused.
+        control_plane.kubectl(
+            "delete",
+            f"mutatingwebhookconfiguration/{MUTATING_WEBHOOK_CONFIGURATION}",
+            f"validatingwebhookconfiguration/{VALIDATING_WEBHOOK_CONFIGURATION}",
+            "--ignore-not-found",
+            check=False,
+        )
         control_plane.kubectl("delete", "namespace", "jobset-system", "--wait=false", check=False)
 
 
@@ -60,17 +128,25 @@ def test_helm_chart_renders_and_the_apiserver_accepts_it(
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
         "ClusterRole",
+        "ClusterRole",
         "ClusterRoleBinding",
         "ConfigMap",
         "Deployment",
+        "MutatingWebhookConfiguration",
         "Role",
         "RoleBinding",
+        "Secret",
+        "Service",
+        "Service",
         "ServiceAccount",
+        "ValidatingWebhookConfiguration",
     ]
-    config = next(d for d in docs if d["kind"] == "ConfigMap")
-    config_file = tmp_path / "config.yaml"
-    config_file.write_text(config["data"]["controller_manager_config.yaml"])
-    assert load_configuration(config_file).feature_gates == {"RestartJob": True}
+    config = _configuration(next(d for d in docs if d["kind"] == "ConfigMap"), tmp_path, "c.yaml")
+    assert config.feature_gates == {"RestartJob": True}
+    assert config.internal_cert_management.enable
+    assert config.internal_cert_management.webhook_secret_name == (
+        "jobset-controller-webhook-server-cert"
+    )
     output = control_plane.kubectl(
         "apply",
         "--server-side",
@@ -84,11 +160,36 @@ def test_helm_chart_renders_and_the_apiserver_accepts_it(
     assert "deployment.apps/jobset-controller serverside-applied (server dry run)" in output
 
 
-def test_webhook_overlay_wires_service_configurations_and_certificate(
-    control_plane: ControlPlane,
+def test_cert_manager_overlay_wires_service_configurations_and_certificate(
+    control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     rendered = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "with-webhooks"))
     docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered) if d}
+    default = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "default"))
+    base = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(default) if d}
+    # The same install, cert-manager instead of internal management: no empty Secret shipped,
+    # the Configuration differs only in internalCertManagement.enable.
+    assert ("Secret", "jobset-webhook-server-cert") not in docs
+    config_name = ("ConfigMap", "jobset-manager-config")
+    ours = _configuration(docs[config_name], tmp_path, "ours.yaml")
+    theirs = _configuration(base[config_name], tmp_path, "base.yaml")
+    assert not ours.internal_cert_management.enable
+    assert (
+        ours.model_dump()
+        == theirs.model_copy(
+            update={
+                "internal_cert_management": theirs.internal_cert_management.model_copy(
+                    update={"enable": False}
+                )
+            }
+        ).model_dump()
+    )
+    for configuration in _webhook_configurations(docs):
+        assert configuration["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": "jobset-system/jobset-serving-cert"
+        }
+    issuer = docs[("Issuer", "jobset-selfsigned-issuer")]
+    assert issuer["spec"] == {"selfSigned": {}}
     service = docs[("Service", "jobset-webhook-service")]
     assert service["spec"]["ports"] == [{"port": 443, "targetPort": 9443}]
     mutating = docs[("MutatingWebhookConfiguration", "jobset-mutating-webhook-configuration")]
@@ -108,7 +209,7 @@ def test_webhook_overlay_wires_service_configurations_and_certificate(
     deployment = docs[("Deployment", "jobset-controller-manager")]
     pod = deployment["spec"]["template"]["spec"]
     mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
-    assert mounts["webhook-cert"] == "/tmp/k8s-webhook-server/serving-certs"
+    assert mounts["webhook-cert"] == CERT_DIR
     assert {"name": "webhook-cert", "secret": {"secretName": "jobset-webhook-server-cert"}} in pod[
         "volumes"
     ]

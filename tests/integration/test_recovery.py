@@ -134,6 +134,7 @@ def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[tupl
                 "kind": "Configuration",
                 "leaderElection": {"leaderElect": False},
                 "webhook": {"certDir": str(certs)},
+                "internalCertManagement": {"enable": False},
             }
         )
     )

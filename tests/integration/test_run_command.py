@@ -52,6 +52,9 @@ class Controller:
                 f"--kubeconfig={kubeconfig}",
                 f"--config={config}",
                 f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+                # Plain HTTP: these tests read metrics to follow leadership; the secure
+                # endpoint (HTTPS, reviewed tokens) is test_metrics_security.py's subject.
+                "--metrics-secure=false",
                 f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
                 "--leader-elect",
                 "--log-format=json",
@@ -111,6 +114,9 @@ def config_file(tmp_path: Path, namespace: str) -> Path:
                     "renewDeadline": f"{RENEW:g}s",
                     "retryPeriod": f"{RETRY:g}s",
                 },
+                # Internal certificates (the default): the Secret lives in the Lease's namespace;
+                # every process serves the webhooks on its own free port from a certDir here.
+                "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "certs")},
             }
         )
     )

@@ -160,7 +160,11 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
     (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
     (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
     config = Configuration.model_validate(
-        {"webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path)}}
+        {
+            "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path)},
+            # Certificates from outside (cert-manager's mounted Secret): nothing managed here.
+            "internalCertManagement": {"enable": False},
+        }
     )
     manager = Manager(
         ManagerOptions(

@@ -8,14 +8,24 @@ log, and fails on any grant nothing used (and on any request that was refused). 
 added here together with the feature that makes it, and with a line saying why.
 
 Upstream's role grants 57 verbs; most were never used by this controller (pods, nodes, services
-update/delete, core events, JobSet create/update, webhook configuration updates). The placement
-and certificate features bring their own grants when they land.
+update/delete, core events, JobSet create/update). The placement feature brings its own grants
+when it lands.
+
+``resource_names`` narrows a grant to named objects where the verbs allow it (get, list, watch,
+update, patch, delete; list and watch only with a ``metadata.name`` field selector, which is how
+the certificate rotator watches). Create cannot be narrowed: the name is not known when the
+request is authorised.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Final
+
+from jobset_controller.controller.webhookcerts import (
+    MUTATING_WEBHOOK_CONFIGURATION,
+    VALIDATING_WEBHOOK_CONFIGURATION,
+)
 
 
 @dataclass(frozen=True)
@@ -26,9 +36,14 @@ class Grant:
     resource: str
     verbs: tuple[str, ...]
     why: str
+    resource_names: tuple[str, ...] = ()
 
     def rule(self) -> dict[str, Any]:
-        return {"apiGroups": [self.group], "resources": [self.resource], "verbs": list(self.verbs)}
+        rule: dict[str, Any] = {"apiGroups": [self.group], "resources": [self.resource]}
+        if self.resource_names:
+            rule["resourceNames"] = list(self.resource_names)
+        rule["verbs"] = list(self.verbs)
+        return rule
 
 
 # The ClusterRole: JobSets and their children in every namespace.
@@ -77,9 +92,61 @@ CLUSTER_GRANTS: Final[tuple[Grant, ...]] = (
         ("create", "patch"),
         "events about JobSets; repeats become a series patch (runtime.events)",
     ),
+    Grant(
+        "",
+        "pods",
+        ("create", "delete", "list", "patch", "watch"),
+        "exclusive placement: the trimmed pod cache of leader/follower Jobs (controller.pods); "
+        "release a gated follower with its leader's nodeSelector (patch); delete a misplaced "
+        "follower; create only with dryRun=All, probing whether the API server calls the pod "
+        "webhooks (controller.placement_mode)",
+    ),
+    Grant(
+        "",
+        "pods/status",
+        ("patch",),
+        "the DisruptionTarget condition (ExclusivePlacementViolation) on a misplaced follower "
+        "before it is deleted (controller.pods)",
+    ),
+    Grant(
+        "",
+        "nodes",
+        ("list", "watch"),
+        "exclusive placement: node labels (the leader's topology domain), a trimmed cache read "
+        "by the pod webhooks and the pod controller (controller.pods)",
+    ),
+    Grant(
+        "authentication.k8s.io",
+        "tokenreviews",
+        ("create",),
+        "secure /metrics: who a scraper's bearer token belongs to (runtime.metricsauth)",
+    ),
+    Grant(
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        ("create",),
+        "secure /metrics: whether that user may get /metrics (runtime.metricsauth)",
+    ),
+    Grant(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        ("list", "update", "watch"),
+        "internal certificates: watch our one configuration by name and keep its caBundle "
+        "current (runtime.certrotator)",
+        resource_names=(MUTATING_WEBHOOK_CONFIGURATION,),
+    ),
+    Grant(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        ("list", "update", "watch"),
+        "internal certificates: watch our one configuration by name and keep its caBundle "
+        "current (runtime.certrotator)",
+        resource_names=(VALIDATING_WEBHOOK_CONFIGURATION,),
+    ),
 )
 
-# The Role in the controller's own namespace: the leader-election Lease.
+# The Role in the controller's own namespace (named leader-election-role, like upstream's): the
+# leader-election Lease and the webhook certificate Secret.
 NAMESPACE_GRANTS: Final[tuple[Grant, ...]] = (
     Grant(
         "coordination.k8s.io",
@@ -88,9 +155,25 @@ NAMESPACE_GRANTS: Final[tuple[Grant, ...]] = (
         "leader election: read the Lease, create it the first time, renew or take it over "
         "(runtime.leaderelection)",
     ),
+    Grant(
+        "",
+        "secrets",
+        ("create", "list", "update", "watch"),
+        "internal certificates: watch the webhook Secret (by field selector), create it when "
+        "missing, rotate it with a resourceVersion precondition (runtime.certrotator); not "
+        "narrowed by name because the Secret's name is configurable and create cannot be",
+    ),
 )
 
 
 def rules(grants: tuple[Grant, ...]) -> list[dict[str, Any]]:
     """RBAC ``rules`` for a ClusterRole or Role, one rule per grant, in declaration order."""
     return [grant.rule() for grant in grants]
+
+
+# Not the controller's: what a scraper (Prometheus's ServiceAccount) needs for secure /metrics,
+# shipped as the `metrics-reader` ClusterRole for users to bind. The path and verb are what
+# runtime.metricsauth asks the SubjectAccessReview about.
+METRICS_READER_RULES: Final[tuple[dict[str, Any], ...]] = (
+    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+)

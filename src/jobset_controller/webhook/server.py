@@ -1,15 +1,26 @@
 """The webhook HTTPS server (upstream's paths, port 9443 by default).
 
-TLS material is read from `<certDir>/tls.crt` and `tls.key` (controller-runtime's layout, what
-cert-manager or a mounted Secret provides). The one piece of I/O validation needs, looking up
-PersistentVolumeClaims that a JobSet's volumeClaimPolicies would create, goes through a lookup
-function the manager injects; everything else is the pure `admission` module. Bodies are read
-with a size limit; a malformed request gets a 400, never a crash.
+TLS: the manager passes an `ssl_context` that follows `<certDir>/tls.crt` and `tls.key` as they
+are rotated (runtime.tlsreload: new handshakes get the new certificate, open connections and
+in-flight requests are untouched); this package may not import runtime, so it only holds the
+context. `cert_dir` instead loads the pair once (tests with a fixed certificate).
+
+The one piece of I/O validation needs, looking up PersistentVolumeClaims that a JobSet's
+volumeClaimPolicies would create, goes through a lookup function the manager injects; everything
+else is the pure `admission` module. Bodies are read with a size limit; a malformed request gets
+a 400, never a crash.
+
+Every request to a webhook path is measured under controller-runtime's metric names, so its
+dashboards work unchanged: `controller_runtime_webhook_requests_total{webhook, code}` (the path
+and the HTTP status code), `controller_runtime_webhook_latency_seconds{webhook}` (from the
+request's arrival to the answer) and `controller_runtime_webhook_requests_in_flight{webhook}`,
+on the registry the manager passes in (none: not measured).
 """
 
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,10 +28,19 @@ from typing import Any
 import orjson
 import structlog
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from jobset_controller.api import FeatureGates, JobSet
 from jobset_controller.api.naming import pvc_name
 from jobset_controller.webhook.admission import mutate, validate
+from jobset_controller.webhook.pods import (
+    MUTATE_POD_PATH,
+    VALIDATE_POD_PATH,
+    FollowerMode,
+    Lookups,
+    mutate_pod,
+    validate_pod,
+)
 
 log = structlog.get_logger("webhook")
 
@@ -33,7 +53,69 @@ _MAX_BODY = 8 * 1024 * 1024
 ClaimLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 
 
+# Go client_golang's default buckets, which controller-runtime's webhook latency histogram uses.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class WebhookMetrics:
+    """controller-runtime's three webhook metrics, labelled by the webhook's path."""
+
+    def __init__(self, registry: CollectorRegistry, paths: tuple[str, ...]) -> None:
+        self._paths = frozenset(paths)
+        self.requests = Counter(
+            "controller_runtime_webhook_requests",
+            "Total number of admission requests by HTTP status code.",
+            ["webhook", "code"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            ["webhook"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.in_flight = Gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            ["webhook"],
+            registry=registry,
+        )
+        for path in paths:  # present from the start, so a dashboard sees 0, not "no data"
+            self.in_flight.labels(path)
+            self.latency.labels(path)
+
+    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+        """An aiohttp middleware measuring every request routed to a webhook path."""
+
+        @web.middleware
+        async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
+            path = request.path
+            if path not in self._paths:  # not a webhook (a stray URL's 404)
+                return await handler(request)
+            started = time.perf_counter()
+            in_flight = self.in_flight.labels(path)
+            in_flight.inc()
+            code = 500
+            try:
+                response = await handler(request)
+                code = response.status
+                return response
+            except web.HTTPException as refusal:
+                code = refusal.status
+                raise
+            finally:
+                in_flight.dec()
+                self.latency.labels(path).observe(time.perf_counter() - started)
+                self.requests.labels(path, str(code)).inc()
+
+        return measure
+
+
 def tls_context(cert_dir: Path) -> ssl.SSLContext:
+    """A context serving the pair in `cert_dir` as it is now (never reloaded)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert_dir / "tls.crt"), str(cert_dir / "tls.key"))
@@ -46,34 +128,62 @@ class WebhookServer:
         *,
         lookup_claim: ClaimLookup | None,
         features: FeatureGates,
-        cert_dir: Path,
+        cert_dir: Path | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         host: str = "",
         port: int = 9443,
+        registry: CollectorRegistry | None = None,
+        pod_lookups: Lookups | None = None,
+        follower_mode: FollowerMode = FollowerMode.REJECT,
     ) -> None:
+        """`pod_lookups` (the controller's pod and node caches) turn on the pod webhooks;
+        `follower_mode` is what they do with a follower whose leader is not bound yet."""
         self._lookup_claim = lookup_claim
+        self._pod_lookups = pod_lookups
+        self._follower_mode = follower_mode
         self._features = features
+        if (cert_dir is None) == (ssl_context is None):
+            raise ValueError("give exactly one of cert_dir and ssl_context")
         self._cert_dir = cert_dir
+        self._ssl_context = ssl_context
         self._host = host or None
         self._port = port
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
-        app = web.Application(client_max_size=_MAX_BODY)
+        middlewares: list[Any] = []
+        if registry is not None:
+            paths: tuple[str, ...] = (MUTATE_PATH, VALIDATE_PATH)
+            if pod_lookups is not None:
+                paths += (MUTATE_POD_PATH, VALIDATE_POD_PATH)
+            middlewares.append(WebhookMetrics(registry, paths).middleware())
+        app = web.Application(client_max_size=_MAX_BODY, middlewares=middlewares)
         app.router.add_post(MUTATE_PATH, self._mutate)
         app.router.add_post(VALIDATE_PATH, self._validate)
+        if pod_lookups is not None:
+            app.router.add_post(MUTATE_POD_PATH, self._mutate_pod)
+            app.router.add_post(VALIDATE_POD_PATH, self._validate_pod)
         self._app = app
 
     async def start(self) -> None:
         runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port, ssl_context=tls_context(self._cert_dir))
         try:
-            await site.start()
+            context = self._ssl_context
+            if context is None:
+                assert self._cert_dir is not None
+                context = tls_context(self._cert_dir)
+            await web.TCPSite(runner, self._host, self._port, ssl_context=context).start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
         self.port = runner.addresses[0][1]
         log.info("serving admission webhooks", port=self.port)
+
+    @property
+    def listening(self) -> bool:
+        """The server is bound and answering (what /readyz's webhook check needs)."""
+        return self._runner is not None
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
@@ -106,6 +216,39 @@ class WebhookServer:
         existing = await self._existing_pvcs(inner.get("namespace", ""), inner.get("object"))
         return self._reply(
             validate(review, features=self._features, existing_pvcs=lambda js: existing)
+        )
+
+    async def _mutate_pod(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        if review is None or self._pod_lookups is None:
+            return web.Response(status=400, text="expected an AdmissionReview")
+        answer = mutate_pod(review, self._pod_lookups, self._follower_mode)
+        self._log_refusal(review, answer, "mpod.kb.io")
+        return self._reply(answer)
+
+    async def _validate_pod(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        if review is None or self._pod_lookups is None:
+            return web.Response(status=400, text="expected an AdmissionReview")
+        answer = validate_pod(review, self._pod_lookups, self._follower_mode)
+        self._log_refusal(review, answer, "vpod.kb.io")
+        return self._reply(answer)
+
+    @staticmethod
+    def _log_refusal(review: dict[str, Any], answer: dict[str, Any], webhook: str) -> None:
+        """A refused or warned pod is logged (the Job controller's event shows it too)."""
+        response = answer.get("response") or {}
+        if response.get("allowed") and not response.get("warnings"):
+            return
+        request = review.get("request") or {}
+        obj = request.get("object") or {}
+        log.info(
+            "pod admission",
+            webhook=webhook,
+            namespace=request.get("namespace"),
+            pod=(obj.get("metadata") or {}).get("generateName") or request.get("name"),
+            allowed=response.get("allowed"),
+            reason=(response.get("status") or {}).get("message") or response.get("warnings"),
         )
 
     async def _existing_pvcs(self, namespace: str, obj: Any) -> dict[str, dict[str, Any]]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -20,3 +24,163 @@ def test_chart_ships_the_generated_crd() -> None:
     crd = CHART / "crds" / "jobset.x-k8s.io_jobsets.yaml"
     generated = ROOT / "manifests" / "crd" / "bases" / "jobset.x-k8s.io_jobsets.yaml"
     assert crd.read_text() == generated.read_text()
+
+
+def _helm_template(*values: str) -> dict[str, dict[str, Any]]:
+    helm = Path(os.environ.get("JOBSET_K8S_BIN", "")) / "helm"
+    if not helm.is_file():
+        pytest.skip("helm not in JOBSET_K8S_BIN")
+    sets = [arg for value in values for arg in ("--set", value)]
+    rendered = subprocess.run(
+        [str(helm), "template", "jobset", str(CHART), "-n", "jobs", *sets],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    return {
+        f"{doc['kind']}/{doc['metadata']['name']}": doc
+        for doc in yaml.safe_load_all(rendered)
+        if doc
+    }
+
+
+def test_metrics_service_and_reader_role_are_always_rendered() -> None:
+    documents = _helm_template()
+    service = documents["Service/jobset-controller-metrics-service"]
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    reader = documents["ClusterRole/jobset-controller-metrics-reader"]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert not any(name.startswith("ServiceMonitor/") for name in documents)
+
+
+def test_prometheus_enable_renders_a_service_monitor_that_prometheus_may_use() -> None:
+    documents = _helm_template("prometheus.enable=true", "prometheus.prometheusNamespace=mon")
+    monitor = documents["ServiceMonitor/jobset-controller-metrics-service-monitor"]
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint == {
+        "port": "https",
+        "path": "/metrics",
+        "scheme": "https",
+        "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "tlsConfig": {"insecureSkipVerify": True},
+    }
+    binding = documents["ClusterRoleBinding/jobset-controller-metrics-reader-prometheus"]
+    assert binding["roleRef"]["name"] == "jobset-controller-metrics-reader"
+    assert {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "mon"} in binding[
+        "subjects"
+    ]
+    assert "RoleBinding/jobset-controller-prometheus-k8s" in documents
+
+
+def test_upstream_security_values_are_the_defaults_and_are_read() -> None:
+    deployment = _helm_template()["Deployment/jobset-controller"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    custom = _helm_template(
+        "controller.replicas=2",
+        "controller.nodeSelector.pool=system",
+        "controller.tolerations[0].key=dedicated",
+        "controller.tolerations[0].operator=Exists",
+        "controller.resources.limits.memory=1Gi",
+        "image.repository=registry.example/jobset",
+        "image.tag=v9",
+    )["Deployment/jobset-controller"]
+    spec = custom["spec"]["template"]["spec"]
+    assert custom["spec"]["replicas"] == 2
+    assert spec["nodeSelector"] == {"pool": "system"}
+    assert spec["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert spec["containers"][0]["resources"]["limits"]["memory"] == "1Gi"
+    assert spec["containers"][0]["image"] == "registry.example/jobset:v9"
+
+
+def _config(documents: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load(
+        documents["ConfigMap/jobset-controller-config"]["data"]["controller_manager_config.yaml"]
+    )
+    return config
+
+
+WEBHOOK_CONFIGURATIONS = (
+    "MutatingWebhookConfiguration/jobset-mutating-webhook-configuration",
+    "ValidatingWebhookConfiguration/jobset-validating-webhook-configuration",
+)
+
+
+def test_webhooks_with_internal_certificates_by_default() -> None:
+    documents = _helm_template()
+    assert _config(documents)["internalCertManagement"] == {
+        "enable": True,
+        "webhookServiceName": "jobset-controller-webhook-service",
+        "webhookSecretName": "jobset-controller-webhook-server-cert",
+    }
+    secret = documents["Secret/jobset-controller-webhook-server-cert"]
+    assert secret["type"] == "Opaque"
+    assert "data" not in secret  # filled by the controller
+    service = documents["Service/jobset-controller-webhook-service"]
+    assert service["spec"]["ports"] == [{"port": 443, "targetPort": "webhook", "protocol": "TCP"}]
+    for name in WEBHOOK_CONFIGURATIONS:
+        configuration = documents[name]
+        assert "annotations" not in configuration["metadata"]
+        [hook] = configuration["webhooks"]
+        assert hook["clientConfig"]["service"]["name"] == "jobset-controller-webhook-service"
+        assert hook["clientConfig"]["service"]["namespace"] == "jobs"
+    pod = documents["Deployment/jobset-controller"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert {"name": "webhook", "containerPort": 9443} in container["ports"]
+    assert {v["name"] for v in pod["volumes"]} == {"config", "tmp"}  # certs go to /tmp
+    assert not any(name.startswith(("Certificate/", "Issuer/")) for name in documents)
+
+
+def test_cert_manager_enable_issues_and_mounts_the_certificates_instead() -> None:
+    documents = _helm_template("certManager.enable=true")
+    assert _config(documents)["internalCertManagement"]["enable"] is False
+    assert "Secret/jobset-controller-webhook-server-cert" not in documents
+    certificate = documents["Certificate/jobset-controller-cert"]["spec"]
+    assert certificate["secretName"] == "jobset-controller-webhook-server-cert"
+    assert certificate["dnsNames"] == [
+        "jobset-controller-webhook-service.jobs.svc",
+        "jobset-controller-webhook-service.jobs.svc.cluster.local",
+    ]
+    assert certificate["issuerRef"] == {
+        "kind": "Issuer",
+        "name": "jobset-controller-self-signed-issuer",
+    }
+    metrics = documents["Certificate/jobset-controller-metrics-cert"]["spec"]
+    assert metrics["secretName"] == "jobset-controller-metrics-server-cert"
+    assert "Issuer/jobset-controller-self-signed-issuer" in documents
+    for name in WEBHOOK_CONFIGURATIONS:
+        assert documents[name]["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": "jobs/jobset-controller-cert"
+        }
+    pod = documents["Deployment/jobset-controller"]["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["webhook-cert"]["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
+    assert mounts["metrics-cert"]["mountPath"] == "/tmp/k8s-metrics-server/serving-certs"
+    assert mounts["webhook-cert"]["readOnly"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets == {
+        "webhook-cert": "jobset-controller-webhook-server-cert",
+        "metrics-cert": "jobset-controller-metrics-server-cert",
+    }
+
+
+def test_cert_manager_with_an_issuer_of_the_users_choosing() -> None:
+    documents = _helm_template(
+        "certManager.enable=true",
+        "certManager.issuerRef.kind=ClusterIssuer",
+        "certManager.issuerRef.name=corp-ca",
+    )
+    assert "Issuer/jobset-controller-self-signed-issuer" not in documents
+    for name in (
+        "Certificate/jobset-controller-cert",
+        "Certificate/jobset-controller-metrics-cert",
+    ):
+        assert documents[name]["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "corp-ca"}
