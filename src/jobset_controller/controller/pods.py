@@ -13,7 +13,7 @@ See docs/behaviour.md#exclusive-placement. What it caches, and why so little:
 The key of the work queue is `<namespace>/<Job uid>`: every change of one of the Job's pods wakes
 it, and so does a change of the labels of a node a leader is bound to. The pass reads the Job's
 pods from the cache, asks the pure `plan_pods`, and carries the plan out: release patches
-(merge patch with the pod's resourceVersion, so a concurrent gate change is never overwritten),
+(a strategic merge patch that deletes only our gate, so other gates are never overwritten),
 evictions (DisruptionTarget through the status subresource, then delete with the pod's uid as
 precondition), Warning events on leaders whose domain cannot be read.
 
@@ -23,6 +23,7 @@ a node's labels.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import random
 from collections.abc import Callable, Mapping
@@ -41,6 +42,7 @@ from jobset_controller.api import (
 from jobset_controller.api.placement import (
     COMPLETION_INDEX_ANNOTATION,
     LEADER_FOLLOWER,
+    PLACEMENT_GATE,
     PLACEMENT_LABEL,
     Pod,
     is_leader,
@@ -242,24 +244,30 @@ class PodPlacementController:
                 warning.reason,
                 warning.message,
             )
-        for release in plan.releases:
-            await self._release(namespace, release, uids.get(release.pod, ""))
-        for eviction in plan.evictions:
-            await self._evict(namespace, eviction)
+        # A Job's followers are released and evicted in parallel: each is one independent write.
+        await asyncio.gather(
+            *(self._release(namespace, r, uids.get(r.pod, "")) for r in plan.releases),
+            *(self._evict(namespace, e) for e in plan.evictions),
+        )
 
     async def _release(self, namespace: str, release: Release, uid: str) -> None:
+        # A strategic merge patch deletes our gate by its merge key and leaves every other gate
+        # as it is at the server (Kueue may add or remove its own at the same moment), so no
+        # resourceVersion precondition is needed and a status write by the scheduler cannot make
+        # it conflict. The API server refuses the nodeSelector addition if the pod is no longer
+        # gated (a gate removed by hand meanwhile): the next pass evicts that pod instead.
         patch = {
-            "metadata": {"resourceVersion": release.resource_version},
             "spec": {
                 "nodeSelector": {release.selector_key: release.domain},
-                "schedulingGates": [dict(g) for g in release.gates] or None,
+                "schedulingGates": [{"name": PLACEMENT_GATE, "$patch": "delete"}],
             },
         }
         try:
-            await self._client.merge_patch(PODS.path(namespace, release.pod), patch)
+            await self._client.request(
+                "PATCH", PODS.path(namespace, release.pod), body=patch, content_type=_STRATEGIC
+            )
         except NotFound:
             return
-        # A Conflict propagates: the key is retried from the fresh cached pod.
         log.info("follower released", namespace=namespace, pod=release.pod, domain=release.domain)
         self._recorder.record(
             _pod_ref(namespace, release.pod, uid),

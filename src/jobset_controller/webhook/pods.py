@@ -85,7 +85,7 @@ class FollowerMode(StrEnum):
     `exclusivePlacement.followers`)."""
 
     GATE = "Gate"  # admitted behind a scheduling gate; the pod controller releases it
-    REJECT = "Reject"  # upstream: refused, the Job controller retries
+    REJECT = "Reject"  # upstream: refused, the Job controller retries (the default)
 
 
 @dataclass(frozen=True)

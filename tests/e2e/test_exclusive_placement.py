@@ -1,0 +1,266 @@
+"""Exclusive placement end to end, in both follower modes: pod webhooks, pod controller, scheduler.
+
+A cluster of its own (4 racks x 2 kwok nodes, module-scoped): the pod webhook configurations
+select every JobSet pod, so no other test's controller may see these JobSets. For each mode
+(Gate, Reject) one `run` process serves the pod webhooks by URL on 127.0.0.1, and every test
+checks: each Job's pods in one rack, no two Jobs in one rack, followers never bound before their
+leader; a misplaced follower is evicted; a restart re-places every Job; exclusivity holds only
+among equal priorities.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_LABEL
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.nodes import RACK_LABEL
+from jobset_controller_dev.envtest.placement import PlacementController
+
+pytestmark = pytest.mark.e2e
+
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+INDEX = "batch.kubernetes.io/job-completion-index"
+HIGH = "placement-e2e-high"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FullCluster]:
+    full = FullCluster().start()
+    try:
+        status, reply = full.request(
+            "POST",
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            {"metadata": {"name": HIGH}, "value": 1000},
+        )
+        assert status in (201, 409), reply
+        yield full
+    finally:
+        full.stop()
+
+
+@pytest.fixture(scope="module", params=["Gate", "Reject"])
+def mode(
+    request: pytest.FixtureRequest, cluster: FullCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    workdir: Path = tmp_path_factory.mktemp(f"placement-{request.param}")
+    with PlacementController(cluster, workdir, request.param):
+        yield str(request.param)
+
+
+@pytest.fixture
+def ns(cluster: FullCluster, mode: str) -> Iterator[str]:
+    name = cluster.create_namespace(f"place-{mode.lower()}-{uuid.uuid4().hex[:6]}")
+    try:
+        yield name
+    finally:
+        cluster.delete_namespace(name)
+
+
+def jobset(
+    name: str, jobs: int, pods: int, *, priority_class: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox"}],
+    }
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "annotations": {EXCLUSIVE: RACK_LABEL}},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": jobs,
+                    "template": {
+                        "spec": {
+                            "parallelism": pods,
+                            "completions": pods,
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {"annotations": {RUN_FOREVER_ANNOTATION: "true"}},
+                                "spec": pod_spec,
+                            },
+                        }
+                    },
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def create(cluster: FullCluster, ns: str, body: dict[str, Any]) -> None:
+    status, reply = cluster.request(
+        "POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", body
+    )
+    assert status == 201, reply
+
+
+def pods_of(cluster: FullCluster, ns: str, js: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in cluster.list_items(
+            f"/api/v1/namespaces/{ns}/pods", label_selector=f"{JOBSET_NAME}={js}"
+        )
+        if not p["metadata"].get("deletionTimestamp")
+        and p["status"].get("phase") not in ("Failed", "Succeeded")
+    ]
+
+
+def wait_bound(
+    cluster: FullCluster,
+    ns: str,
+    js: str,
+    count: int,
+    *,
+    attempt: str | None = None,
+    timeout: float = 90,
+) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = [
+            p
+            for p in pods_of(cluster, ns, js)
+            if attempt is None
+            or p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == attempt
+        ]
+        if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
+            return pods
+        if time.monotonic() > deadline:
+            state = [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]
+            raise AssertionError(f"{js}: {count} pods not bound in {timeout} s: {state}")
+        time.sleep(0.3)
+
+
+def rack_of(cluster: FullCluster, node: str) -> str:
+    status, body = cluster.request("GET", f"/api/v1/nodes/{node}")
+    assert status == 200, body
+    return str(body["metadata"]["labels"][RACK_LABEL])
+
+
+def scheduled_at(pod: dict[str, Any]) -> datetime.datetime:
+    for condition in pod["status"].get("conditions") or ():
+        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+            return datetime.datetime.fromisoformat(condition["lastTransitionTime"])
+    raise AssertionError(f"{pod['metadata']['name']} not scheduled")
+
+
+def assert_exclusive(cluster: FullCluster, pods: list[dict[str, Any]]) -> dict[str, str]:
+    """Each Job in one rack, no rack shared, followers bound no earlier than their leader;
+    returns job-key -> rack."""
+    racks: dict[str, set[str]] = {}
+    leaders: dict[str, dict[str, Any]] = {}
+    for pod in pods:
+        key = pod["metadata"]["labels"][JOB_KEY]
+        racks.setdefault(key, set()).add(rack_of(cluster, pod["spec"]["nodeName"]))
+        if pod["metadata"]["annotations"][INDEX] == "0":
+            leaders[key] = pod
+    assert all(len(r) == 1 for r in racks.values()), f"a Job spans racks: {racks}"
+    chosen = {key: next(iter(r)) for key, r in racks.items()}
+    assert len(set(chosen.values())) == len(chosen), f"two Jobs share a rack: {chosen}"
+    for pod in pods:
+        leader = leaders[pod["metadata"]["labels"][JOB_KEY]]
+        assert scheduled_at(pod) >= scheduled_at(leader), (
+            f"{pod['metadata']['name']} before its leader"
+        )
+        assert pod["metadata"]["labels"].get(PLACEMENT_LABEL) == LEADER_FOLLOWER
+    return chosen
+
+
+def test_each_job_gets_a_rack_of_its_own_and_followers_follow(
+    cluster: FullCluster, ns: str, mode: str
+) -> None:
+    create(cluster, ns, jobset("spread", jobs=4, pods=3))
+    pods = wait_bound(cluster, ns, "spread", 12)
+    assert_exclusive(cluster, pods)
+    jobs = cluster.list_items(f"/apis/batch/v1/namespaces/{ns}/jobs")
+    assert all("affinity" not in j["spec"]["template"]["spec"] for j in jobs)
+    refused = [
+        e
+        for e in cluster.list_items(f"/api/v1/namespaces/{ns}/events")
+        if e.get("reason") == "FailedCreate"
+    ]
+    if mode == "Gate":
+        assert refused == [], [e["message"] for e in refused]
+
+
+def test_a_misplaced_follower_is_evicted(cluster: FullCluster, ns: str, mode: str) -> None:
+    create(cluster, ns, jobset("repair", jobs=1, pods=2))
+    pods = wait_bound(cluster, ns, "repair", 2)
+    (rack,) = assert_exclusive(cluster, pods).values()
+    leader = next(p for p in pods if p["metadata"]["annotations"][INDEX] == "0")
+    job = leader["metadata"]["ownerReferences"][0]
+    other = next(f"rack-{i}" for i in range(4) if f"rack-{i}" != rack)
+    labels = {
+        k: v
+        for k, v in leader["metadata"]["labels"].items()
+        if k.startswith("jobset.sigs.k8s.io/") and k != JOBSET_NAME  # out of the webhooks' sight
+    }
+    annotations = {**leader["metadata"]["annotations"], INDEX: "1"}
+    by_hand = {
+        "metadata": {
+            "name": "repair-w-0-1-by-hand",
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [job],
+        },
+        "spec": {
+            "nodeSelector": {RACK_LABEL: other},
+            "containers": [{"name": "main", "image": "busybox"}],
+        },
+    }
+    status, reply = cluster.request("POST", f"/api/v1/namespaces/{ns}/pods", by_hand)
+    assert status == 201, reply
+    cluster.wait_for(
+        f"/api/v1/namespaces/{ns}/pods/repair-w-0-1-by-hand",
+        lambda body: not body or body["metadata"].get("deletionTimestamp"),
+        timeout=30,
+        what="misplaced follower deleted",
+    )
+    events = cluster.list_items(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
+    assert any(
+        e.get("reason") == "ExclusivePlacementViolation"
+        and e["regarding"]["name"] == "repair-w-0-1-by-hand"
+        for e in events
+    ), [e.get("reason") for e in events]
+    assert_exclusive(cluster, wait_bound(cluster, ns, "repair", 2))
+
+
+def test_a_restart_re_places_every_job(cluster: FullCluster, ns: str, mode: str) -> None:
+    create(cluster, ns, jobset("again", jobs=4, pods=2, failurePolicy={"maxRestarts": 2}))
+    pods = wait_bound(cluster, ns, "again", 8, attempt="0")
+    assert_exclusive(cluster, pods)
+    # A deleted pod fails its Job (backoffLimit 0): the JobSet restarts, every Job is recreated.
+    victim = pods[0]["metadata"]["name"]
+    cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{victim}")
+    again = wait_bound(cluster, ns, "again", 8, attempt="1", timeout=120)
+    assert_exclusive(cluster, again)
+
+
+def test_exclusivity_holds_only_among_equal_priorities(
+    cluster: FullCluster, ns: str, mode: str
+) -> None:
+    create(cluster, ns, jobset("low", jobs=4, pods=2))
+    assert_exclusive(cluster, wait_bound(cluster, ns, "low", 8))
+    create(cluster, ns, jobset("high", jobs=1, pods=2, priority_class=HIGH))
+    high = wait_bound(cluster, ns, "high", 2)
+    assert_exclusive(cluster, high)  # shares a rack with a low Job: allowed across priorities
+    create(cluster, ns, jobset("same", jobs=1, pods=2))
+    time.sleep(5)
+    same = pods_of(cluster, ns, "same")
+    assert same, "the equal-priority JobSet has no pods"
+    assert not any(p["spec"].get("nodeName") for p in same), "equal priority shared a rack"
