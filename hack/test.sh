@@ -2,8 +2,8 @@
 # The one test command (README, `make test`, CI): installs what it needs, then lint, types, tests.
 #
 #   1. a virtualenv in .venv with the project and its test extras (pip's cache makes reruns fast);
-#   2. the Kubernetes binaries, built once from their Go modules and cached outside the repo
-#      (hack/k8s-binaries.sh);
+#   2. the Kubernetes binaries and Kueue, built once from their Go modules and cached outside the
+#      repo (hack/k8s-binaries.sh, hack/kueue.sh);
 #   3. ruff (lint + format check), mypy (strict), the import contracts (lint-imports, from
 #      pyproject.toml), pytest (unit + integration + e2e).
 # Extra arguments go to pytest, e.g. `hack/test.sh -m "not integration"` or `-k crd`.
@@ -29,6 +29,11 @@ step "kubernetes binaries"
 bin_dir=$(hack/k8s-binaries.sh | tail -n 1)  # all components: e2e needs the full cluster
 echo "using $bin_dir"
 export JOBSET_K8S_BIN="$bin_dir"
+
+step "kueue"
+kueue_dir=$(hack/kueue.sh | tail -n 1)  # Kueue's manager for the `kueue` e2e tests, built once
+echo "using $kueue_dir"
+export JOBSET_KUEUE_BIN="$kueue_dir"
 
 step "prometheus and promtool"
 prometheus_dir=$(hack/prometheus.sh | tail -n 1)  # Debian's package, unpacked into the cache

@@ -433,7 +433,10 @@ class ControlPlane:
     def _wait_crd_served(self, crd: dict[str, Any]) -> None:
         name = crd["metadata"]["name"]
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
-        version = next(v["name"] for v in crd["spec"]["versions"] if v.get("served"))
+        # List the storage version: objects stored in it need no conversion, so a CRD whose
+        # conversion webhook is not up yet (Kueue's, between two Kueue runs) still answers.
+        served = [v for v in crd["spec"]["versions"] if v.get("served")]
+        version = next((v["name"] for v in served if v.get("storage")), served[0]["name"])
         deadline = time.monotonic() + self._ready_timeout
         while time.monotonic() < deadline:
             _, body = self.request(

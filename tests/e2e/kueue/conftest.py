@@ -1,0 +1,148 @@
+"""Fixtures for the Kueue e2e tests (marker `kueue`): the real Kueue manager admitting JobSets that
+`jobset-controller run` runs on the full local cluster.
+
+Sharing, to keep the suite to a few minutes on two cores: one FullCluster and one controller for
+the whole package (`kueue_cluster`); one Kueue per test module (`kueue`), configured by the
+module's `KUEUE_OPTIONS` (Kueue's settings such as `waitForPodsReady` are global, so a module that
+needs other settings gets its own Kueue on the same cluster). Every test gets a fresh namespace
+and its own ClusterQueue, LocalQueue and flavors (`KueueNamespace`), so tests do not share quota.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.kueue import Kueue
+from jobset_controller_dev.envtest.kueue_objects import KueueNamespace
+from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
+
+KEEP = os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1"
+
+
+@contextlib.contextmanager
+def jobset_controller(cluster: FullCluster, log_name: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`jobset-controller run` against `cluster` as a user runs it; stopped with SIGTERM, and it
+    must exit 0.
+
+    Its Configuration turns internal certificate management off and points the webhook at a free
+    port and an empty certificate directory of its own: two controllers run side by side here
+    (MultiKueue's manager and worker), so neither may take the default port or directory, and
+    without certificates no webhook is served (the in-memory defaulting stands in)."""
+    health = free_port()
+    log = cluster.workdir / log_name
+    stem = log_name.removesuffix(".log")
+    config = cluster.workdir / f"{stem}.config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                "internalCertManagement": {"enable": False},
+                "webhook": {
+                    "host": "127.0.0.1",
+                    "port": free_port(),
+                    "certDir": str(cluster.workdir / f"{stem}-webhook-certs"),
+                },
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobset_controller",
+            "run",
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{health}",
+            "--log-format=json",
+            f"--config={config}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as reply:
+                if reply.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"jobset-controller not ready:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        assert code == 0, f"jobset-controller exited {code}:\n{log.read_text()[-3000:]}"
+
+
+@contextlib.contextmanager
+def cluster_with_controller() -> Iterator[FullCluster]:
+    """A FullCluster with our controller; on exit, nothing it started may still run."""
+    cluster = FullCluster(keep_workdir=KEEP).start()
+    marker = str(cluster.workdir)
+    try:
+        with jobset_controller(cluster, "jobset-controller.log"):
+            yield cluster
+    finally:
+        cluster.stop()
+        leftovers = processes_mentioning(marker)
+        assert leftovers == [], f"processes left running after the cluster stopped: {leftovers}"
+
+
+@pytest.fixture(scope="package")
+def kueue_cluster() -> Iterator[FullCluster]:
+    with cluster_with_controller() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def kueue(request: pytest.FixtureRequest, kueue_cluster: FullCluster) -> Iterator[Kueue]:
+    """One Kueue per module, with the module's `KUEUE_OPTIONS` (keyword arguments of Kueue)."""
+    options: dict[str, Any] = dict(getattr(request.module, "KUEUE_OPTIONS", {}))
+    instance = Kueue(kueue_cluster, **options).start()
+    try:
+        yield instance
+    finally:
+        instance.stop()
+
+
+@pytest.fixture
+def kenv(kueue_cluster: FullCluster, kueue: Kueue) -> Iterator[KueueNamespace]:
+    """A fresh namespace with helpers for its queues (see KueueNamespace)."""
+    ns = kueue_cluster.create_namespace(f"kueue-{uuid.uuid4().hex[:8]}")
+    env = KueueNamespace(kueue_cluster, ns)
+    try:
+        yield env
+    finally:
+        env.cleanup()
+
+
+@pytest.fixture(scope="module")
+def kueue_worker() -> Iterator[tuple[FullCluster, Kueue]]:
+    """A second cluster for MultiKueue: its own control plane, our controller and Kueue."""
+    with cluster_with_controller() as cluster:
+        kueue = Kueue(cluster).start()
+        try:
+            yield cluster, kueue
+        finally:
+            kueue.stop()
