@@ -55,6 +55,7 @@ class RequestAuth(Protocol):
 
     async def decide(self, authorization: str | None, method: str, path: str) -> Verdict: ...
 
+
 DISABLED: Final = frozenset({"", "0"})
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +87,7 @@ class Controller:
 
 
 def parts(**fields: Any) -> _Parts:
-    defaults: dict[str, Any] = dict.fromkeys(
-        ("controller", "queue", "recorder", "workers", "webhook", "lag")
-    )
+    defaults: dict[str, Any] = dict.fromkeys(field.name for field in dataclasses.fields(_Parts))
     return _Parts(**{**defaults, **fields})
 
 
