@@ -264,8 +264,10 @@ class Manager:
                 self._serve_webhooks(stack, tasks, parts)
                 self._start_background(tasks, parts)
                 await self._sync_caches(parts)
-                await self._detect_placement_mode(tasks, parts)
                 renew = await self._lead(stack, tasks)
+                # Only a leader writes Jobs, so only a leader needs the mode (and a standby must
+                # send nothing but reads: the probe is a dry-run create).
+                await self._detect_placement_mode(tasks, parts)
                 working = tasks.spawn(self._all_workers(parts), "workers")
                 await self._work_until_stopped(working, renew)
                 await self._drain(parts, working, renew)
