@@ -55,9 +55,9 @@ def test_default_kustomization_renders_and_applies(
     assert service["spec"]["ports"] == [{"port": 443, "targetPort": 9443}]
     for configuration in _webhook_configurations(by_name):
         assert "annotations" not in configuration["metadata"]
-        [hook] = configuration["webhooks"]
-        assert hook["clientConfig"]["service"]["name"] == "jobset-webhook-service"
-        assert "caBundle" not in hook["clientConfig"]
+        for hook in configuration["webhooks"]:  # the JobSet and the pod webhook
+            assert hook["clientConfig"]["service"]["name"] == "jobset-webhook-service"
+            assert "caBundle" not in hook["clientConfig"]
     secret = by_name[("Secret", "jobset-webhook-server-cert")]
     assert secret["type"] == "Opaque"
     assert "data" not in secret
@@ -193,8 +193,12 @@ def test_cert_manager_overlay_wires_service_configurations_and_certificate(
     service = docs[("Service", "jobset-webhook-service")]
     assert service["spec"]["ports"] == [{"port": 443, "targetPort": 9443}]
     mutating = docs[("MutatingWebhookConfiguration", "jobset-mutating-webhook-configuration")]
-    [hook] = mutating["webhooks"]
+    hook, pod_hook = mutating["webhooks"]
     assert hook["name"] == "mjobset.kb.io"
+    assert pod_hook["name"] == "mpod.kb.io"
+    assert pod_hook["objectSelector"] == {
+        "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+    }
     assert hook["clientConfig"]["service"] == {
         "name": "jobset-webhook-service",
         "namespace": "jobset-system",

@@ -129,9 +129,11 @@ def test_webhooks_with_internal_certificates_by_default() -> None:
     for name in WEBHOOK_CONFIGURATIONS:
         configuration = documents[name]
         assert "annotations" not in configuration["metadata"]
-        [hook] = configuration["webhooks"]
-        assert hook["clientConfig"]["service"]["name"] == "jobset-controller-webhook-service"
-        assert hook["clientConfig"]["service"]["namespace"] == "jobs"
+        hooks = configuration["webhooks"]
+        assert len(hooks) == 2  # the JobSet webhook and the pod webhook of exclusive placement
+        for hook in hooks:
+            assert hook["clientConfig"]["service"]["name"] == "jobset-controller-webhook-service"
+            assert hook["clientConfig"]["service"]["namespace"] == "jobs"
     pod = documents["Deployment/jobset-controller"]["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert {"name": "webhook", "containerPort": 9443} in container["ports"]
