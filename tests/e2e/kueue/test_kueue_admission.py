@@ -2,6 +2,10 @@
 
 Each test asserts what a user sees (the JobSet, its Workload, its pods and where they ran), with
 Kueue deciding and `jobset-controller run` carrying the decisions out on the full local cluster.
+
+Faults found while building these: none in the controller (suspend/resume of the child Jobs,
+the template merge on resume and the restart count held as Kueue expects). The harness needed
+`apiVersion` on every Kueue object and a CRD wait that lists the storage version (envtest).
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ A JobSet created in the manager with `spec.managedBy: kueue.x-k8s.io/multikueue`
 Kueue there: our manager-side controller must create nothing and write no status. Kueue copies it
 to the worker (without managedBy), where our controller runs it; Kueue copies the worker's status
 back, so the user reads completion in the manager.
+
+Faults found: none in the controller (managedBy is honoured on both sides). Harness: the worker's
+kubeconfig must carry its credentials inline (MultiKueue refuses file paths), and two controllers
+on one host must not share the default webhook port or certificate directory (conftest).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Kueue decides "pods ready" from our status alone (the sum of `ready` and `succee
 would show: Kueue would never evict (counts too high) or would evict a healthy JobSet (too low).
 The settings are global to Kueue, so this module runs its own Kueue with a short timeout: one
 requeue with a 1 s backoff base, then deactivation.
+
+Faults found: none in the controller; our ready counts trip and satisfy Kueue's check as they
+should. Harness: Kueue treats a zero `backoffBaseSeconds` as unset (60 s), so it is set to 1.
 """
 
 from __future__ import annotations
