@@ -101,7 +101,7 @@ def test_preemption_suspends_the_lower_priority_jobset_which_resumes_elsewhere(
 
     low = jobset(
         "low",
-        rjob("workers", replicas=2, cpu="2", annotations={RUN_DURATION_ANNOTATION: "10s"}),
+        rjob("workers", replicas=2, cpu="2", annotations={RUN_DURATION_ANNOTATION: "12s"}),
         labels={PRIORITY_CLASS_LABEL: low_class},
     )
     kenv.create_jobset(low)

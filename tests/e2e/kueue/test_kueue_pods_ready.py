@@ -3,7 +3,8 @@
 Kueue decides "pods ready" from our status alone (the sum of `ready` and `succeeded` over
 `replicatedJobsStatus` must reach the number of Jobs), so this is where a wrong count of ours
 would show: Kueue would never evict (counts too high) or would evict a healthy JobSet (too low).
-The settings are global to Kueue, so this module runs its own Kueue with a short timeout: one
+The settings are global to Kueue, so this module runs its own Kueue with a short timeout (8 s:
+short, yet long enough that a loaded machine does not evict a healthy JobSet): one
 requeue with a 1 s backoff base, then deactivation.
 
 Faults found: none in the controller; our ready counts trip and satisfy Kueue's check as they
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.kueue
 
 KUEUE_OPTIONS = {
     "wait_for_pods_ready": {
-        "timeout": "5s",
+        "timeout": "8s",
         "requeuingStrategy": {
             "timestamp": "Eviction",
             "backoffLimitCount": 1,
@@ -64,7 +65,7 @@ def assert_status_consistent(js: dict[str, Any], *, suspended: bool) -> None:
 
 
 def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) -> None:
-    """Evicted with PodsReadyTimeout after 5 s (suspended, pods gone), requeued once and
+    """Evicted with PodsReadyTimeout after 8 s (suspended, pods gone), requeued once and
     readmitted (running again), evicted again and then deactivated (spec.active false), leaving
     the JobSet suspended for good; our status stays consistent at every step."""
     flavor = kenv.flavor("rack3", {RACK_LABEL: "rack-3"})
@@ -133,13 +134,13 @@ def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) ->
 
 
 def test_pods_that_become_ready_keep_their_admission(kenv: KueueNamespace) -> None:
-    """The other side of the same count: pods Ready after 1 s and running past the 5 s timeout
+    """The other side of the same count: pods Ready after 1 s and running past the 8 s timeout
     give the Workload PodsReady=True from our `ready` counts, and the JobSet is never evicted.
     A count of ours that stayed low would have Kueue evict a healthy JobSet here."""
     flavor = kenv.flavor("rack3", {RACK_LABEL: "rack-3"})
     cq = kenv.cluster_queue("cq", [(flavor, "8")])
     kenv.local_queue("lq", cq)
-    slow = {READY_AFTER_ANNOTATION: "1s", RUN_DURATION_ANNOTATION: "8s"}
+    slow = {READY_AFTER_ANNOTATION: "1s", RUN_DURATION_ANNOTATION: "10s"}
     kenv.create_jobset(
         jobset(
             "healthy",
