@@ -73,7 +73,7 @@ def condition(js: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 45.0) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not await check():
         if asyncio.get_running_loop().time() > deadline:
