@@ -99,3 +99,35 @@ async def test_blocking_the_loop_shows_up_as_lag() -> None:
 
     assert monitor.samples >= 1
     assert monitor.max_lag >= 0.15
+
+
+class RecordingClock(LateClock):
+    """On time, and remembers every sleep it was asked for."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__([0.0] * count)
+        self.sleeps: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await super().sleep(seconds)
+
+
+async def test_idle_process_backs_off_to_the_idle_interval() -> None:
+    clock = RecordingClock(5)
+    monitor = LoopLagMonitor(clock=clock, idle_interval=1.0, cpu_time=lambda: 0.0)
+
+    await run_until(monitor, 5)
+
+    assert clock.sleeps[:5] == [0.25, 0.5, 1.0, 1.0, 1.0]
+
+
+async def test_busy_process_keeps_the_short_interval() -> None:
+    clock = RecordingClock(4)
+    spent = iter(range(0, 1000))  # one CPU second per reading: always busy
+
+    monitor = LoopLagMonitor(clock=clock, cpu_time=lambda: float(next(spent)))
+
+    await run_until(monitor, 4)
+
+    assert clock.sleeps[:4] == [0.25, 0.25, 0.25, 0.25]
