@@ -186,6 +186,13 @@ class WorkQueue(Generic[K]):
         """Wait for a queued key and hand it to the caller, who must call `done(key)`.
 
         Raises `QueueShutDown` once the queue is shut down and nothing is queued.
+
+        It always gives the event loop one turn, even with keys queued: a worker whose
+        reconciles make no request (a steady JobSet) would otherwise drain a backlog without
+        ever yielding, and 50,000 keys queued by an initial list froze the loop (watches,
+        probes, lease renewal) for longer than the 10 s renew deadline. The turn is taken with
+        the key already held, so a drain never sees "nothing in flight" while a worker is between
+        two keys; cancelled during that turn, the key goes back to the front of the queue.
         """
         while not self._queue:
             if self._shutting_down:
@@ -194,6 +201,16 @@ class WorkQueue(Generic[K]):
         key = self._queue.popleft()
         self._dirty.remove(key)
         self._processing.add(key)
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self._processing.discard(key)
+            self._dirty.add(key)
+            self._queue.appendleft(key)
+            self._wake_one_getter()
+            if not self._processing:
+                self._wake_drain_waiters()
+            raise
         self._metrics.taken(key, self._clock.now())
         self._ensure_unfinished_work_updates()
         return key

@@ -455,3 +455,41 @@ async def test_add_rate_limited_uses_the_injected_limiter(clock: FakeClock) -> N
         queue.done(await queue.get())
     assert ready_times == [1.0, 2.0, 4.0, 4.0]
     queue.shutdown()
+
+
+# --- fairness to the event loop ------------------------------------------------------------
+
+
+async def test_get_yields_to_the_loop_even_with_keys_queued(queue: WorkQueue[str]) -> None:
+    """A worker whose reconciles never block still lets other tasks run between keys."""
+    for index in range(3):
+        queue.add(f"ns/{index}")
+    ticks = 0
+
+    async def other() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    other_task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    before = ticks
+    for _ in range(3):
+        key = await queue.get()  # never blocks: the keys are queued
+        queue.done(key)
+    assert ticks - before >= 3
+    other_task.cancel()
+
+
+async def test_get_cancelled_during_its_turn_puts_the_key_back_first(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("ns/a")
+    queue.add("ns/b")
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)  # the getter holds ns/a and is taking its turn
+    getter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await getter
+    assert await take_all(queue) == ["ns/a", "ns/b"]
