@@ -60,6 +60,10 @@ class WireModel(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         validate_assignment=True,
+        # Validators and serialisers are built on first use, not at import: a third of the
+        # import of this package, which every start pays before /readyz while only the first
+        # reconcile or admission needs them.
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:
