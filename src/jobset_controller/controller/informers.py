@@ -6,11 +6,15 @@
   JobSet of the same name (another UID) is never mistaken for a child. Pod templates are cut down
   to the fields resume merges; containers and volumes are dropped (memory per Job is a tracked
   benchmark figure).
-- Services: only those with a JobSet controller owner are kept (Services carry no JobSet label).
+- Services: only those with a JobSet controller owner are kept (Services carry no JobSet label),
+  cut down to their metadata: reconcile only asks whether the headless Service exists.
 - PersistentVolumeClaims: every claim, cut down to its metadata, so reconcile knows which
   volumeClaimPolicies claims exist (a steady JobSet then makes no writes). Claims may be created
   by users beforehand (with the Retain policy), so the watch is not limited to our label. A claim
   labelled with a JobSet name wakes that JobSet, so a deleted claim is recreated at once.
+
+JobSets, Jobs and Services are held compactly (the informer's `compact`: JSON bytes, parsed on
+read), so a cache of 50,000 JobSets fits a small controller (hack/bench/scale_bench.py).
 
 Any change of a child enqueues its owner's key `namespace/name`; the reconcile is level-triggered
 and recomputes everything, so which event arrived does not matter.
@@ -76,6 +80,13 @@ def trim_to_metadata(obj: Obj) -> Obj:
     return {"metadata": {k: meta[k] for k in kept if k in meta}}
 
 
+def trim_service(obj: Obj) -> Obj:
+    """What reconcile and the owner index read of a Service: its identity and owners."""
+    meta = obj.get("metadata") or {}
+    kept = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "deletionTimestamp")
+    return {"metadata": {k: meta[k] for k in kept if k in meta}}
+
+
 def owned_by_jobset(obj: Obj) -> bool:
     return bool(jobset_owner(obj))
 
@@ -113,11 +124,14 @@ def build_informers(
             on_delete=enqueue_for,
         )
 
-    jobsets = Informer(client, JOBSETS, handlers=calling(enqueue_self), clock=clock, rng=rng)
+    jobsets = Informer(
+        client, JOBSETS, compact=True, handlers=calling(enqueue_self), clock=clock, rng=rng
+    )
     jobs = Informer(
         client,
         JOBS,
         label_selector=JOBSET_NAME_KEY,
+        compact=True,
         transform=trim_job,
         indexers={OWNER_UID: owner_uid_index},
         handlers=calling(enqueue_owner),
@@ -127,6 +141,8 @@ def build_informers(
     services = Informer(
         client,
         SERVICES,
+        compact=True,
+        transform=trim_service,
         keep=owned_by_jobset,
         indexers={OWNER_UID: owner_uid_index},
         handlers=calling(enqueue_owner),
