@@ -4,8 +4,9 @@ Why our own: the official client's Watch and SharedInformer can stop or hang sil
 from etcd, skip bookmarks and spin without backoff (seen in kubernetes 36 and 37). This loop follows
 client-go's reflector instead:
 
-1. LIST (resourceVersion "0": served by the apiserver's cache) and replace the store; objects
-   that vanished since the last list are delivered as deletes with their last known state.
+1. LIST (resourceVersion "0": served by the apiserver's cache; the first list of an empty store
+   in pages, see below) and replace the store; objects that vanished since the last list are
+   delivered as deletes with their last known state.
 2. WATCH from the list's resourceVersion with bookmarks and a random server timeout in
    [300, 600] s, plus a client read timeout (longer than the ~60 s bookmark interval) so a
    half-open connection is noticed.
@@ -20,11 +21,14 @@ Memory and the loop at scale (hack/bench/scale_bench.py): with `compact=True` th
 object as its JSON bytes and parses it again on every read. A parsed dict costs 4-6x its JSON
 (every dict, list and string is a Python object), so 50,000 cached JobSets took hundreds of MiB;
 a read costs a few microseconds per object, small beside the pass that reads it. Reads return a
-fresh dict each time, so no caller can change the cache by mutating what it got. The items of a
-list are transformed and inserted in slices of `_LIST_SLICE`, giving the loop a turn between
-slices: the first list of a large cluster no longer stalls watches, probes and lease renewal for
-its whole length. A relist of a synced store still replaces it in one step (a reconcile never
-sees a half-old, half-new cache).
+fresh dict each time, so no caller can change the cache by mutating what it got. The FIRST list
+(an empty store) is read in pages of `_LIST_PAGE` (a consistent read, resourceVersion "", with
+`limit`/`continue`, as client-go's pager does): the single resourceVersion "0" answer, which the
+server never pages, held every object of the cluster parsed at once, and that peak (4-10x the
+cache) stayed in the process's RSS for good; it also stalled the loop for its whole length. A
+continue token that expires falls back to the single list. Items are transformed and inserted in
+slices of `_LIST_SLICE` with a loop turn between slices. A relist of a synced store is still one
+response, replacing the store in one step (a reconcile never sees a half-old, half-new cache).
 
 Objects are raw dicts (orjson-parsed), passed through a `transform` on the way in (strip
 managedFields, keep only what the controller reads) and an optional `keep` predicate (objects it
@@ -62,6 +66,8 @@ _BACKOFF_MAX = 30.0
 _BACKOFF_RESET = 120.0
 # Items of a list handled between two turns of the event loop (about 10-30 ms of work).
 _LIST_SLICE = 500
+# Objects per page of the first list (client-go's pager: 500).
+_LIST_PAGE = 500
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -284,6 +290,14 @@ class Informer:
             "labelSelector": self._label_selector,
             "fieldSelector": self._field_selector,
         }
+        if not self.has_synced() and len(self.store) == 0:
+            try:
+                await self._list_in_pages(params)
+                return
+            except Gone:
+                # The continue token expired (a very long first list): one response instead;
+                # the store, partly filled, is then replaced in one step.
+                log.info("paged list expired, listing at once", resource=self.resource.plural)
         attempts = [self.resource_version or "0", ""]
         body: dict[str, Any] | None = None
         for rv in attempts:
@@ -304,6 +318,35 @@ class Informer:
         del body
         first = not self.has_synced() and len(self.store) == 0
         kept: list[Obj] = []
+        await self._ingest(raw_items, kept=None if first else kept)
+        if not first:
+            self._replace(kept)
+        self.resource_version = resource_version
+        self._synced.set()
+
+    async def _list_in_pages(self, params: Mapping[str, Any]) -> None:
+        """The first list, page by page, each page's items added as it arrives."""
+        resource_version, token = "", ""
+        while True:
+            page_params = {**params, "resourceVersion": "", "limit": _LIST_PAGE}
+            if token:
+                page_params["continue"] = token
+            page = await self._client.get(self._path(), **page_params)
+            meta = page.get("metadata") or {}
+            resource_version = resource_version or str(meta.get("resourceVersion", ""))
+            items: list[Obj] = page.pop("items", None) or []
+            del page
+            await self._ingest(items, kept=None)
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        self.stats.lists += 1
+        self.resource_version = resource_version
+        self._synced.set()
+
+    async def _ingest(self, raw_items: list[Obj], *, kept: list[Obj] | None) -> None:
+        """Transform and filter listed items in slices, with a loop turn between slices; add
+        them to the store at once (`kept` None: the first list) or collect them into `kept`."""
         for start in range(0, len(raw_items), _LIST_SLICE):
             if start:
                 await asyncio.sleep(0)  # a turn for the loop between slices (module docstring)
@@ -313,14 +356,10 @@ class Informer:
             items = [self._transform(item) for item in chunk]
             del chunk
             items = [item for item in items if self._keep is None or self._keep(item)]
-            if first:
+            if kept is None:
                 self._add_all(items)
             else:
                 kept.extend(items)
-        if not first:
-            self._replace(kept)
-        self.resource_version = resource_version
-        self._synced.set()
 
     def _add_all(self, items: list[Obj]) -> None:
         """The first list into an empty store: every item is an add."""

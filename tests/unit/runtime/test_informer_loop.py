@@ -71,14 +71,14 @@ async def test_a_clean_end_of_stream_rewatches_from_the_last_version_without_rel
         watches=[[{"type": "MODIFIED", "object": cm("a", "6")}]],
     )
     informer = await run_until_idle(client)
-    assert client.calls == [("list", "0"), ("watch", "5"), ("watch", "6")]
+    assert client.calls == [("list", ""), ("watch", "5"), ("watch", "6")]
     assert informer.stats.errors == 0
 
 
 async def test_an_idle_watch_that_times_out_rewatches_at_once_without_error_or_relist() -> None:
     client = ScriptedClient(lists=[listing("5", cm("a", "5"))], watches=[TimeoutError()])
     informer = await run_until_idle(client)
-    assert client.calls == [("list", "0"), ("watch", "5"), ("watch", "5")]
+    assert client.calls == [("list", ""), ("watch", "5"), ("watch", "5")]
     assert informer.stats.errors == 0
     assert informer.stats.idle_rewatches == 1
     assert list(informer.stats.backoff_delays) == []
@@ -91,7 +91,7 @@ async def test_an_expired_watch_relists_at_the_last_version_after_a_backoff() ->
         watches=[[expired]],
     )
     informer = await run_until_idle(client)
-    assert client.calls == [("list", "0"), ("watch", "5"), ("list", "5"), ("watch", "9")]
+    assert client.calls == [("list", ""), ("watch", "5"), ("list", "5"), ("watch", "9")]
     assert informer.stats.relists_after_expiry == 1
     assert len(informer.stats.backoff_delays) == 1
     assert [o["metadata"]["name"] for o in informer.store] == ["b"]
@@ -105,7 +105,7 @@ async def test_a_relist_whose_version_is_gone_falls_back_to_a_consistent_read() 
     )
     await run_until_idle(client)
     assert client.calls == [
-        ("list", "0"),
+        ("list", ""),
         ("watch", "5"),
         ("list", "5"),
         ("list", ""),
@@ -119,8 +119,41 @@ async def test_a_failing_watch_backs_off_and_resumes_without_relisting() -> None
         watches=[ConnectionResetError("reset"), ConnectionResetError("reset")],
     )
     informer = await run_until_idle(client)
-    assert client.calls == [("list", "0"), ("watch", "5"), ("watch", "5"), ("watch", "5")]
+    assert client.calls == [("list", ""), ("watch", "5"), ("watch", "5"), ("watch", "5")]
     assert informer.stats.errors == 2
     first, second = informer.stats.backoff_delays
     assert 0.01 <= first < 0.02
     assert 0.02 <= second < 0.04  # doubling, each drawn from [d, 2d)
+
+
+class PagedClient(ScriptedClient):
+    """Records the paging parameters of each list as well."""
+
+    def __init__(self, lists: list[Any], watches: list[Any]) -> None:
+        super().__init__(lists, watches)
+        self.pages: list[tuple[str, Any, Any]] = []
+
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        self.pages.append((params["resourceVersion"], params.get("limit"), params.get("continue")))
+        return await super().get(path, **params)
+
+
+async def test_the_first_list_is_read_in_pages_of_a_consistent_read() -> None:
+    first = {"metadata": {"resourceVersion": "7", "continue": "t1"}, "items": [cm("a", "3")]}
+    last = {"metadata": {"resourceVersion": "7"}, "items": [cm("b", "4")]}
+    client = PagedClient(lists=[first, last], watches=[])
+    informer = await run_until_idle(client)
+    assert client.pages == [("", 500, None), ("", 500, "t1")]
+    assert client.calls == [("list", ""), ("list", ""), ("watch", "7")]
+    assert [o["metadata"]["name"] for o in informer.store] == ["a", "b"]
+
+
+async def test_an_expired_continue_token_falls_back_to_one_list() -> None:
+    first = {"metadata": {"resourceVersion": "7", "continue": "t1"}, "items": [cm("a", "3")]}
+    client = PagedClient(
+        lists=[first, Gone(410, {"reason": "Expired"}), listing("9", cm("b", "9"))], watches=[]
+    )
+    informer = await run_until_idle(client)
+    assert client.pages == [("", 500, None), ("", 500, "t1"), ("0", None, None)]
+    assert client.calls[-1] == ("watch", "9")
+    assert [o["metadata"]["name"] for o in informer.store] == ["b"]
