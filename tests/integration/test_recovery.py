@@ -162,6 +162,10 @@ def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[tupl
     control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
 
 
+def _tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
 def _log_messages(log: Path) -> list[dict[str, Any]]:
     entries = []
     for line in log.read_text().splitlines():
@@ -182,6 +186,33 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
 ) -> None:
     proc, health, log = run_controller
     work = Workload(kube, namespace)
+    clients: list[KubeClient] = []
+
+    async def restart_apiserver() -> Workload:
+        """Restart it (on this thread: see ControlPlane.restart_apiserver) and give the test a
+        new client: the old one's pooled connections died with the server."""
+        control_plane.restart_apiserver()
+        client = await KubeClient.connect(kubeconfig=str(control_plane.kubeconfig))
+        clients.append(client)
+        return Workload(client, namespace)
+
+    try:
+        await _run_disruptions(control_plane, work, namespace, health, proc, log, restart_apiserver)
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def _run_disruptions(
+    control_plane: ControlPlane,
+    work: Workload,
+    namespace: str,
+    health: int,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    restart_apiserver: Callable[[], Awaitable[Workload]],
+) -> None:
+    kube = work.kube
 
     async def ready() -> bool:
         return await asyncio.to_thread(_probe, health, "/readyz") == 200
@@ -196,7 +227,8 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
 
     # Disruption 1: the API server restarts. Right after it, a new JobSet and a Job failure
     # that the controller can only learn about through re-established watches.
-    await asyncio.to_thread(control_plane.restart_apiserver)
+    work = await restart_apiserver()
+    kube = work.kube
     await kube.create(work.path(), _jobset("during-0"))
     await work.sim.fail((await work.wait_jobs("before-1"))[0])
 
@@ -217,7 +249,8 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
     # must list again; meanwhile Jobs finish that it only sees through that list.
     await work.wait_jobs("during-1")
     await _compact(control_plane, kube, namespace)
-    await asyncio.to_thread(control_plane.restart_apiserver)
+    work = await restart_apiserver()
+    kube = work.kube
     await work.complete_all("before-1")
     await work.complete_all("during-1")
 
@@ -233,7 +266,7 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
 
     await _eventually(all_completed, f"{names} all Completed", 120)
     assert (await work.status("before-1")).get("restarts") == 1
-    assert proc.poll() is None, log.read_text()[-3000:]
+    assert proc.poll() is None, _tail(log)
     assert await asyncio.to_thread(_probe, health, "/healthz") == 200
     assert await asyncio.to_thread(_probe, health, "/readyz") == 200
     # The disruptions reached the controller (else this test proved nothing): its informers
@@ -243,7 +276,7 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
         for entry in _log_messages(log)
         if entry.get("msg") in ("list/watch failed", "watch expired, relisting")
     }
-    assert noticed, f"no watch trouble logged: {log.read_text()[-3000:]}"
+    assert noticed, f"no watch trouble logged: {_tail(log)}"
 
 
 async def _compact(control_plane: ControlPlane, kube: KubeClient, namespace: str) -> None:

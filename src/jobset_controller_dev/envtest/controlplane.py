@@ -19,6 +19,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -135,7 +136,15 @@ class ControlPlane:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def restart_apiserver(self) -> None:
-        """Stop and start the apiserver on the same port (watches see their connection drop)."""
+        """Stop and start the apiserver on the same port (watches see their connection drop).
+
+        Call it from the main thread. The new process gets the parent-death signal, which the
+        kernel sends when the THREAD that started it ends: started from a worker thread (say
+        asyncio.to_thread, whose pool is shut down with each test's event loop), the apiserver
+        would be killed under every later test.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            raise ControlPlaneError("restart_apiserver must be called from the main thread")
         assert self.apiserver is not None
         self.apiserver.stop()
         self._start_apiserver(port=self._apiserver_port)
