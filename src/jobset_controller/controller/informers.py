@@ -13,7 +13,7 @@
   by users beforehand (with the Retain policy), so the watch is not limited to our label. A claim
   labelled with a JobSet name wakes that JobSet, so a deleted claim is recreated at once.
 
-JobSets, Jobs and Services are held compactly (the informer's `compact`: JSON bytes, parsed on
+JobSets, Jobs and Services are held compactly (the informer's `compact`: compressed JSON, parsed on
 read), so a cache of 50,000 JobSets fits a small controller (hack/bench/scale_bench.py).
 
 Any change of a child enqueues its owner's key `namespace/name`; the reconcile is level-triggered
