@@ -7,7 +7,7 @@ the OpenAPI v3 document of a real kube-apiserver of the pinned version, turned i
 schema. So an invalid pod template is rejected at admission with its field path, exactly as the
 apiserver would reject it on a Job, and a Kubernetes upgrade is one regeneration away.
 
-Run: `python -m jobset_controller_dev.crdgen` (starts a throwaway apiserver) or `hack/gen-crd.sh`.
+Run: `python -m jobset_controller_dev.crdgen` or `make crd` (starts a throwaway apiserver).
 The output is deterministic: regenerating against the same apiserver version is a no-op (tested).
 """
 
