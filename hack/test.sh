@@ -40,6 +40,10 @@ prometheus_dir=$(hack/prometheus.sh | tail -n 1)  # Debian's package, unpacked i
 echo "using $prometheus_dir"
 export JOBSET_PROMETHEUS_BIN="$prometheus_dir"
 
+# Every test talks to 127.0.0.1 only: make sure no proxy from the environment ever sees it.
+export NO_PROXY="127.0.0.1,localhost,::1${NO_PROXY:+,$NO_PROXY}"
+export no_proxy="$NO_PROXY"
+
 step "ruff"
 "$venv/bin/ruff" check src tests hack
 "$venv/bin/ruff" format --check src tests hack

@@ -36,8 +36,8 @@ from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.prometheus import (
     Prometheus,
     dashboard_expressions,
+    ensure_prometheus_bin_dir,
     https_scrape_config,
-    prometheus_bin_dir,
     queried_metrics,
     rule_expressions,
 )
@@ -175,8 +175,7 @@ def test_prometheus_scrapes_every_metric_the_dashboard_and_rules_query(
     controller_endpoints: ControllerEndpoints,
     tmp_path: Path,
 ) -> None:
-    if prometheus_bin_dir() is None:
-        pytest.skip("JOBSET_PROMETHEUS_BIN not set (hack/prometheus.sh prints it)")
+    ensure_prometheus_bin_dir()  # JOBSET_PROMETHEUS_BIN, else hack/prometheus.sh: never skipped
     for name, template_annotations in (
         ("done", {RUN_DURATION_ANNOTATION: "500ms"}),
         ("broken", {FAIL_EXIT_CODE_ANNOTATION: "2"}),

@@ -80,7 +80,8 @@ async def test_standby_takes_over_when_the_leader_goes_away(
         print(f"\n  takeover after {'release' if graceful else 'crash'}: {took:.2f} s")
     assert second.is_leader
     assert await lease_holder(kube, namespace) == "second"
-    bound = RETRY * 2.2 + 1.0 if graceful else LEASE + RETRY * 2.2 + 1.0
+    # client-go's bounds plus slack for a loaded 2-core machine (the figure is printed above).
+    bound = RETRY * 2.2 + 4.0 if graceful else LEASE + RETRY * 2.2 + 4.0
     assert took <= bound
     lease = await kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/test-lease")
     assert lease["spec"]["leaseTransitions"] == 1

@@ -32,6 +32,7 @@ Headers, the timeout and the metric children are built once, not per request.
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -413,11 +414,24 @@ class KubeClient:
 
 def _env_proxy(server: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
     """The proxy HTTPS_PROXY/HTTP_PROXY name for `server`, unless NO_PROXY exempts it (aiohttp's
-    own reading of the environment, done once instead of per request)."""
+    own reading of the environment, done once instead of per request). A loopback server is never
+    proxied, as in Go's net/http: a proxy could not reach this host's 127.0.0.1 anyway."""
+    url = URL(server)
+    if url.host is not None and _is_loopback(url.host):
+        return None, None
     try:
-        return get_env_proxy_for_url(URL(server))
+        return get_env_proxy_for_url(url)
     except LookupError:
         return None, None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _query_value(value: Any) -> str:

@@ -163,9 +163,13 @@ async def test_refused_creates_emit_job_creation_failed_and_stop_before_the_stat
 
 
 async def test_deleting_a_job_that_is_already_gone_is_success(parts: Any) -> None:
-    client, _, _, executor = parts
+    client, recorder, _, executor = parts
     client.fail[("delete", "/jobs/gone")] = NotFound(404, {})
     await executor.execute(JOBSET, Plan(jobs_to_delete=(JobDelete(name="gone", uid="u"),)))
+    assert [call for call in client.calls if call[0] == "delete"] == [
+        ("delete", "/apis/batch/v1/namespaces/ns/jobs/gone")
+    ]
+    assert recorder.events == []
 
 
 async def test_resume_clears_start_time_before_patching_the_template(parts: Any) -> None:

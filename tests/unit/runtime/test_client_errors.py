@@ -74,3 +74,15 @@ def test_query_booleans_are_lowercase_like_go() -> None:
     assert client._query_value(True) == "true"
     assert client._query_value(False) == "false"
     assert client._query_value(300) == "300"
+
+
+def test_a_loopback_api_server_is_never_proxied(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobset_controller.runtime.client import _env_proxy
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    for server in ("https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"):
+        assert _env_proxy(server) == (None, None), server
+    proxy, _ = _env_proxy("https://apiserver.invalid:6443")
+    assert str(proxy) == "http://proxy.invalid:3128"

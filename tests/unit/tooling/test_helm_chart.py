@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from jobset_controller_dev.envtest.binaries import ensure_binaries
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "jobset-controller"
@@ -27,9 +27,8 @@ def test_chart_ships_the_generated_crd() -> None:
 
 
 def _helm_template(*values: str) -> dict[str, dict[str, Any]]:
-    helm = Path(os.environ.get("JOBSET_K8S_BIN", "")) / "helm"
-    if not helm.is_file():
-        pytest.skip("helm not in JOBSET_K8S_BIN")
+    # Built and cached like the other binaries (hack/k8s-binaries.sh): never skipped.
+    helm = ensure_binaries(("helm",)) / "helm"
     sets = [arg for value in values for arg in ("--set", value)]
     rendered = subprocess.run(
         [str(helm), "template", "jobset", str(CHART), "-n", "jobs", *sets],

@@ -8,16 +8,16 @@ checked against a real scrape in tests/e2e/test_observability.py.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from jobset_controller_dev.envtest.binaries import ensure_binaries
 from jobset_controller_dev.envtest.prometheus import (
     dashboard_expressions,
-    prometheus_bin_dir,
+    ensure_prometheus_bin_dir,
     queried_metrics,
     rule_expressions,
 )
@@ -32,10 +32,8 @@ RULE_TESTS = Path(__file__).parent / "promtool" / "rules_test.yaml"
 
 
 def promtool() -> Path:
-    bin_dir = prometheus_bin_dir()
-    if bin_dir is None:
-        pytest.skip("JOBSET_PROMETHEUS_BIN not set (hack/prometheus.sh prints it)")
-    return bin_dir / "promtool"
+    # JOBSET_PROMETHEUS_BIN, else fetched once by hack/prometheus.sh: never skipped.
+    return ensure_prometheus_bin_dir() / "promtool"
 
 
 def test_copies_are_equal() -> None:
@@ -93,9 +91,7 @@ def test_queried_metrics(expression: str, names: set[str]) -> None:
 
 
 def test_the_chart_renders_the_rule_file_and_the_dashboard() -> None:
-    helm = Path(os.environ.get("JOBSET_K8S_BIN", "")) / "helm"
-    if not helm.is_file():
-        pytest.skip("helm not in JOBSET_K8S_BIN")
+    helm = ensure_binaries(("helm",)) / "helm"
     rendered = subprocess.run(
         [str(helm), "template", "t", str(CHART), "--set", "prometheusRule.enable=true",
          "--set", "grafanaDashboard.enable=true"],
