@@ -7,14 +7,14 @@ with the value the API server would default it to, so a trimmed Job never crashe
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 Job: TypeAlias = Mapping[str, Any]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-def _is_mapping(value: object) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, answered without the ABC machinery for plain dicts (what
     the informer caches): these accessors run dozens of times per Job per pass, and the ABC check
     was a fifth of a steady pass."""
