@@ -22,23 +22,14 @@ from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 
 
 def jobset(name: str) -> dict[str, Any]:
     def rjob(rname: str, replicas: int) -> dict[str, Any]:
-        pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-        return {
-            "name": rname,
-            "replicas": replicas,
-            "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
-        }
+        return replicated_job(rname, replicas, backoff_limit=0)
 
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {"replicatedJobs": [rjob("leader", 1), rjob("workers", 2)]},
-    }
+    return jobset_manifest(name, replicated_jobs=[rjob("leader", 1), rjob("workers", 2)])
 
 
 def sample(manager: Manager, name: str, **labels: str) -> float:

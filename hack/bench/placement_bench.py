@@ -34,6 +34,7 @@ from typing import Any
 from jobset_controller.controller.pods import trim_pod
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL, rack_topology
 from jobset_controller_dev.envtest.placement import PlacementController
 
@@ -80,32 +81,15 @@ class Counter:
 
 
 def jobset(name: str, racks: int, pods: int, annotations: dict[str, str]) -> dict[str, Any]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {
-            "failurePolicy": {"maxRestarts": 1},
-            "replicatedJobs": [
-                {
-                    "name": "w",
-                    "replicas": racks,
-                    "template": {
-                        "spec": {
-                            "parallelism": pods,
-                            "completions": pods,
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"annotations": {RUN_FOREVER_ANNOTATION: "true"}},
-                                "spec": pod,
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    workers = replicated_job(
+        "w", racks, pods=pods, backoff_limit=0, annotations={RUN_FOREVER_ANNOTATION: "true"}
+    )
+    return jobset_manifest(
+        name,
+        replicated_jobs=[workers],
+        annotations=annotations,
+        failurePolicy={"maxRestarts": 1},
+    )
 
 
 def live_pods(cluster: FullCluster, counter: Counter, ns: str) -> list[dict[str, Any]]:

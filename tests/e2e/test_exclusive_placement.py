@@ -22,6 +22,7 @@ import pytest
 from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_LABEL
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
 from jobset_controller_dev.envtest.placement import PlacementController
 
@@ -70,37 +71,17 @@ def ns(cluster: FullCluster, mode: str) -> Iterator[str]:
 def jobset(
     name: str, jobs: int, pods: int, *, priority_class: str | None = None, **spec: Any
 ) -> dict[str, Any]:
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": "busybox"}],
-    }
-    if priority_class:
-        pod_spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "annotations": {EXCLUSIVE: RACK_LABEL}},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "w",
-                    "replicas": jobs,
-                    "template": {
-                        "spec": {
-                            "parallelism": pods,
-                            "completions": pods,
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"annotations": {RUN_FOREVER_ANNOTATION: "true"}},
-                                "spec": pod_spec,
-                            },
-                        }
-                    },
-                }
-            ],
-            **spec,
-        },
-    }
+    workers = replicated_job(
+        "w",
+        jobs,
+        pods=pods,
+        backoff_limit=0,
+        annotations={RUN_FOREVER_ANNOTATION: "true"},
+        pod_spec={"priorityClassName": priority_class} if priority_class else None,
+    )
+    return jobset_manifest(
+        name, replicated_jobs=[workers], annotations={EXCLUSIVE: RACK_LABEL}, **spec
+    )
 
 
 def create(cluster: FullCluster, ns: str, body: dict[str, Any]) -> None:

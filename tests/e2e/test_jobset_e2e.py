@@ -20,6 +20,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_DURATION_ANNOTATION,
     RUN_FOREVER_ANNOTATION,
 )
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL
 
 pytestmark = pytest.mark.usefixtures("jobset_controller")
@@ -31,35 +32,17 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 def rjob(
     name: str, *, replicas: int = 1, pods: int = 1, annotations: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "spec": {
-                "parallelism": pods,
-                "completions": pods,
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {
-                        "annotations": {RUN_DURATION_ANNOTATION: "1s", **(annotations or {})}
-                    },
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "busybox"}],
-                    },
-                },
-            }
-        },
-    }
+    return replicated_job(
+        name,
+        replicas,
+        pods=pods,
+        backoff_limit=0,
+        annotations={RUN_DURATION_ANNOTATION: "1s", **(annotations or {})},
+    )
 
 
 def jobset(name: str, *rjobs: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {"replicatedJobs": list(rjobs), **spec},
-    }
+    return jobset_manifest(name, replicated_jobs=rjobs, **spec)
 
 
 class E2E:

@@ -24,6 +24,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     RUN_FOREVER_ANNOTATION,
 )
+from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 
 pytestmark = pytest.mark.usefixtures("jobset_controller")
 
@@ -33,36 +34,24 @@ CLI = [sys.executable, "-m", "jobset_controller"]
 
 def rjob(name: str, *, replicas: int = 1, pods: int = 1, **extra: Any) -> dict[str, Any]:
     annotations = extra.pop("annotations", {RUN_FOREVER_ANNOTATION: "true"})
-    container: dict[str, Any] = {"name": "main", "image": "busybox"}
+    fields: dict[str, Any] = {}
     if "cpu" in extra:
-        container["resources"] = {"requests": {"cpu": extra.pop("cpu")}}
-    return {
-        "name": name,
-        "replicas": replicas,
+        fields["resources"] = {"requests": {"cpu": extra.pop("cpu")}}
+    return replicated_job(
+        name,
+        replicas,
+        pods=pods,
+        backoff_limit=0,
+        annotations=annotations,
+        containers=[container(**fields)],
         **extra,
-        "template": {
-            "spec": {
-                "parallelism": pods,
-                "completions": pods,
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"annotations": annotations},
-                    "spec": {"restartPolicy": "Never", "containers": [container]},
-                },
-            }
-        },
-    }
+    )
 
 
 def jobset(
     name: str, *rjobs: dict[str, Any], labels: dict[str, str] | None = None, **spec: Any
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, **({"labels": labels} if labels else {})},
-        "spec": {"replicatedJobs": list(rjobs), **spec},
-    }
+    return jobset_manifest(name, replicated_jobs=rjobs, labels=labels or None, **spec)
 
 
 def jobsets_path(namespace: str, name: str = "") -> str:

@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from jobset_controller.runtime.client import AlreadyExists, Conflict, Invalid, KubeClient, NotFound
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 
 
 def jobset(name: str = "demo") -> dict[str, object]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": pod}}}}]
-        },
-    }
+    return jobset_manifest(name, replicated_jobs=[replicated_job("w")])
 
 
 async def test_merge_patch_and_server_side_apply_work_on_a_crd(

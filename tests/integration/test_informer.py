@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,6 +13,7 @@ from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.informer import Handlers, Informer
 from jobset_controller.runtime.resources import Resource
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.polling import eventually
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 
@@ -27,14 +28,6 @@ class Recorder:
             on_update=lambda old, new: self.events.append(("update", new["metadata"]["name"])),
             on_delete=lambda o: self.events.append(("delete", o["metadata"]["name"])),
         )
-
-
-async def eventually(check: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
@@ -66,8 +59,18 @@ async def test_informer_sees_creates_updates_and_deletes(kube: KubeClient, names
         await kube.create(CONFIGMAPS.path(namespace), configmap("a"))
         await kube.merge_patch(CONFIGMAPS.path(namespace, "a"), {"data": {"value": "2"}})
         await kube.request("DELETE", CONFIGMAPS.path(namespace, "before"))
-        await eventually(lambda: ("delete", "before") in recorder.events)
-        await eventually(lambda: ("update", "a") in recorder.events)
+        await eventually(
+            lambda: ("delete", "before") in recorder.events,
+            "('delete', 'before') in recorder.events",
+            20.0,
+            interval=0.05,
+        )
+        await eventually(
+            lambda: ("update", "a") in recorder.events,
+            "('update', 'a') in recorder.events",
+            20.0,
+            interval=0.05,
+        )
     assert recorder.events[0] == ("add", "before")
     assert ("add", "a") in recorder.events
     assert names(informer) == {"a"}
@@ -88,7 +91,9 @@ async def test_informer_converges_after_apiserver_restart(
         control_plane.restart_apiserver()
         await kube.create(CONFIGMAPS.path(namespace), configmap("new"))
         await kube.request("DELETE", CONFIGMAPS.path(namespace, "old"))
-        await eventually(lambda: names(informer) == {"new"}, within=60)
+        await eventually(
+            lambda: names(informer) == {"new"}, "names(informer) == {'new'}", 60, interval=0.05
+        )
     assert informer.stats.lists >= 1
     assert informer.stats.errors + informer.stats.relists_after_expiry >= 1
 
@@ -109,7 +114,9 @@ async def test_informer_relists_after_compaction_and_delivers_the_missed_delete(
     control_plane.etcdctl("compact", str(revision))
     control_plane.restart_apiserver()  # the watch cache starts afresh
     async with running(informer):
-        await eventually(lambda: names(informer) == {"fresh"}, within=60)
+        await eventually(
+            lambda: names(informer) == {"fresh"}, "names(informer) == {'fresh'}", 60, interval=0.05
+        )
     assert int(stale_rv) < revision
     assert informer.stats.relists_after_expiry >= 1
     assert ("delete", "gone") in recorder.events
@@ -124,7 +131,9 @@ async def test_informer_reads_objects_larger_than_aiohttp_line_limit(
     async with running(informer):
         await informer.wait_synced()
         await kube.create(CONFIGMAPS.path(namespace), configmap("big", "x" * size))
-        await eventually(lambda: "big" in names(informer))
+        await eventually(
+            lambda: "big" in names(informer), "'big' in names(informer)", 20.0, interval=0.05
+        )
     stored = informer.store.get(f"{namespace}/big")
     assert stored is not None
     assert len(stored["data"]["value"]) == size

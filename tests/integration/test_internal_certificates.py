@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
@@ -50,26 +52,7 @@ WRITES = frozenset({"create", "update", "patch", "delete"})
 
 
 def _jobset(name: str, **spec: Any) -> dict[str, Any]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {"name": "w", "replicas": 1, "template": {"spec": {"template": {"spec": pod}}}}
-            ],
-            **spec,
-        },
-    }
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {within} s")
-        await asyncio.sleep(0.2)
+    return jobset_manifest(name, replicated_jobs=[replicated_job("w", 1)], **spec)
 
 
 def _probe(port: int, path: str) -> tuple[int, str]:
@@ -283,12 +266,12 @@ async def test_a_fresh_install_creates_the_secret_injects_the_ca_and_admits_jobs
     async def created() -> bool:
         return await install.secret() is not None
 
-    await _eventually(created, "the Secret created")
+    await eventually(created, "the Secret created", 60, interval=0.2)
     secret = await install.secret()
     assert secret is not None
     assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
-    await _eventually(install.injected, "the CA injected into both configurations")
-    await _eventually(lambda: install.admitted("first"), "a JobSet admitted", within=30)
+    await eventually(install.injected, "the CA injected into both configurations", 60, interval=0.2)
+    await eventually(lambda: install.admitted("first"), "a JobSet admitted", 30, interval=0.2)
     assert (a.cert_dir / "tls.crt").read_bytes() == await install.secret_pem("tls.crt")
     assert not (a.cert_dir / "ca.key").exists()  # the CA key stays in the Secret
     served = _served_certificate(a.webhook_port)
@@ -304,7 +287,7 @@ async def test_a_fresh_install_creates_the_secret_injects_the_ca_and_admits_jobs
     configuration = await kube.get(path)
     configuration["webhooks"][0]["clientConfig"].pop("caBundle")
     await kube.replace(path, configuration)
-    await _eventually(install.injected, "the caBundle injected again", within=20)
+    await eventually(install.injected, "the caBundle injected again", 20, interval=0.2)
     assert await install.admitted("after-reset")
     assert a.proc.poll() is None
 
@@ -317,8 +300,10 @@ async def test_rotation_with_a_short_validity_fails_no_request_and_restarts_noth
         "--webhook-cert-validity=12s", "--webhook-ca-validity=30s", "--webhook-cert-lookahead=6s"
     )
     await install.register(a.webhook_port, a.webhook_port)
-    await _eventually(install.injected, "the CA injected")
-    await _eventually(lambda: install.admitted("warm-up"), "the first JobSet admitted", within=30)
+    await eventually(install.injected, "the CA injected", 60, interval=0.2)
+    await eventually(
+        lambda: install.admitted("warm-up"), "the first JobSet admitted", 30, interval=0.2
+    )
     pid = a.proc.pid
 
     certs: set[int] = set()
@@ -355,7 +340,7 @@ async def test_a_second_replica_uses_the_same_secret_and_serves_it(
     install: Install, control_plane: ControlPlane
 ) -> None:
     a = install.start()
-    await _eventually(install.secret_is_complete, "the Secret written by A")
+    await eventually(install.secret_is_complete, "the Secret written by A", 60, interval=0.2)
     first = await install.secret()
     assert first is not None
     b = install.start()
@@ -363,7 +348,7 @@ async def test_a_second_replica_uses_the_same_secret_and_serves_it(
     async def b_ready() -> bool:
         return b.ready()[0] == 200
 
-    await _eventually(b_ready, "B ready")
+    await eventually(b_ready, "B ready", 60, interval=0.2)
     after = await install.secret()
     assert after is not None
     assert after["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
@@ -371,8 +356,8 @@ async def test_a_second_replica_uses_the_same_secret_and_serves_it(
     assert _served_certificate(b.webhook_port) == _served_certificate(a.webhook_port)
     # Mutating calls go to A, validating calls to B: both are trusted through one caBundle.
     await install.register(a.webhook_port, b.webhook_port)
-    await _eventually(install.injected, "the CA injected")
-    await _eventually(lambda: install.admitted("via-both"), "a JobSet admitted", within=30)
+    await eventually(install.injected, "the CA injected", 60, interval=0.2)
+    await eventually(lambda: install.admitted("via-both"), "a JobSet admitted", 30, interval=0.2)
     b_secret_writes = [
         e
         for e in control_plane.audit_events(b.user)
@@ -393,7 +378,7 @@ async def test_not_ready_until_the_certificate_is_served(
         async def live() -> bool:
             return _probe(replica.health_port, "/healthz")[0] == 200
 
-        await _eventually(live, "healthz")
+        await eventually(live, "healthz", 60, interval=0.2)
         await asyncio.sleep(1.0)
         status, body = replica.ready()
         assert status == 500, body
@@ -406,7 +391,7 @@ async def test_not_ready_until_the_certificate_is_served(
         async def ready() -> bool:
             return replica.ready()[0] == 200
 
-        await _eventually(ready, "ready once the certificate is served", within=60)
+        await eventually(ready, "ready once the certificate is served", 60, interval=0.2)
         served = _served_certificate(replica.webhook_port)
         assert served is not None
         on_disk = (replica.cert_dir / "tls.crt").read_bytes()

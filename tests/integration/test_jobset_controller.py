@@ -4,44 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jobset_controller.manager import Manager
 from jobset_controller.runtime.client import KubeClient, NotFound
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import eventually
 
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 
 
 def jobset(name: str = "js", **spec: Any) -> dict[str, Any]:
     def rjob(rname: str, replicas: int) -> dict[str, Any]:
-        return {
-            "name": rname,
-            "replicas": replicas,
-            "template": {
-                "spec": {
-                    "parallelism": 1,
-                    "completions": 1,
-                    "backoffLimit": 0,
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "main", "image": "busybox"}],
-                        }
-                    },
-                }
-            },
-        }
+        return replicated_job(rname, replicas, pods=1, backoff_limit=0)
 
-    body: dict[str, Any] = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {"replicatedJobs": [rjob("leader", 1), rjob("workers", 2)]},
-    }
-    body["spec"].update(spec)
-    return body
+    return jobset_manifest(name, replicated_jobs=[rjob("leader", 1), rjob("workers", 2)], **spec)
 
 
 class Cluster:
@@ -73,14 +51,6 @@ def condition(js: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 45.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.1)
-
-
 def cluster_of(kube: KubeClient, namespace: str, sim: KubeSim) -> Cluster:
     return Cluster(kube, namespace, sim)
 
@@ -94,7 +64,7 @@ async def test_jobset_creates_its_jobs_and_headless_service(
     async def jobs_exist() -> bool:
         return await c.job_names() == ["js-leader-0", "js-workers-0", "js-workers-1"]
 
-    await eventually(jobs_exist)
+    await eventually(jobs_exist, "jobs exist", 45.0)
     job = (await sim.jobs())[1]
     labels = job["metadata"]["labels"]
     assert labels["jobset.sigs.k8s.io/jobset-name"] == "js"
@@ -120,7 +90,7 @@ async def test_completing_all_jobs_completes_the_jobset(
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset())
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     for name in await c.job_names():
         await sim.complete(name)
 
@@ -128,7 +98,7 @@ async def test_completing_all_jobs_completes_the_jobset(
         js = await c.get()
         return (js.get("status") or {}).get("terminalState") == "Completed"
 
-    await eventually(completed)
+    await eventually(completed, "completed", 45.0)
     js = await c.get()
     cond = condition(js, "Completed")
     assert cond is not None
@@ -150,14 +120,14 @@ async def test_failures_restart_until_max_restarts_then_fail(
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(failurePolicy={"maxRestarts": 1}))
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     await sim.fail("js-workers-1")
 
     async def restarted() -> bool:
         js = await c.get()
         return (js.get("status") or {}).get("restarts") == 1
 
-    await eventually(restarted)
+    await eventually(restarted, "restarted", 45.0)
     restarting = condition(await c.get(), "RestartingJobSet")
     assert restarting is not None
     assert restarting["reason"] == "DefaultFailurePolicy"
@@ -167,13 +137,13 @@ async def test_failures_restart_until_max_restarts_then_fail(
         jobs = [j for j in await sim.jobs() if not _deleting(j)]
         return len(jobs) == 3 and all(j["metadata"]["labels"][RESTART_ATTEMPT] == "1" for j in jobs)
 
-    await eventually(recreated_with_attempt_1)
+    await eventually(recreated_with_attempt_1, "recreated with attempt 1", 45.0)
     await sim.fail("js-leader-0")
 
     async def failed() -> bool:
         return ((await c.get()).get("status") or {}).get("terminalState") == "Failed"
 
-    await eventually(failed)
+    await eventually(failed, "failed", 45.0)
     cond = condition(await c.get(), "Failed")
     assert cond is not None
     assert cond["reason"] == "ReachedMaxRestarts"
@@ -193,13 +163,13 @@ async def test_fail_jobset_rule_fails_at_once(
         ],
     }
     await c.create(jobset(failurePolicy=policy))
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     await sim.fail("js-leader-0")
 
     async def failed() -> bool:
         return ((await c.get()).get("status") or {}).get("terminalState") == "Failed"
 
-    await eventually(failed)
+    await eventually(failed, "failed", 45.0)
     cond = condition(await c.get(), "Failed")
     assert cond is not None
     assert cond["reason"] == "FailJobSetFailurePolicyAction"
@@ -211,14 +181,14 @@ async def test_blocking_recreate_waits_for_every_old_job_to_go(
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(failurePolicy={"maxRestarts": 3, "restartStrategy": "BlockingRecreate"}))
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     await sim.fail("js-workers-0")
 
     async def all_old_jobs_deleting() -> bool:
         jobs = await sim.jobs()
         return len(jobs) == 3 and all(_deleting(j) for j in jobs)
 
-    await eventually(all_old_jobs_deleting)
+    await eventually(all_old_jobs_deleting, "all old jobs deleting", 45.0)
     # Let one old Job go: with BlockingRecreate nothing may be created while the others remain.
     await kube.merge_patch(sim.job_path("js-leader-0"), {"metadata": {"finalizers": None}})
     await asyncio.sleep(1.0)
@@ -229,7 +199,7 @@ async def test_blocking_recreate_waits_for_every_old_job_to_go(
         jobs = await sim.jobs()
         return len(jobs) == 3 and all(j["metadata"]["labels"][RESTART_ATTEMPT] == "1" for j in jobs)
 
-    await eventually(recreated)
+    await eventually(recreated, "recreated", 45.0)
 
 
 async def test_suspend_then_resume_propagates_a_changed_node_selector(
@@ -237,14 +207,14 @@ async def test_suspend_then_resume_propagates_a_changed_node_selector(
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(suspend=True))
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     assert all(j["spec"]["suspend"] is True for j in await sim.jobs())
 
     async def suspended() -> bool:
         cond = condition(await c.get(), "Suspended")
         return cond is not None and cond["status"] == "True"
 
-    await eventually(suspended)
+    await eventually(suspended, "suspended", 45.0)
     js = await c.get()
     spec = copy.deepcopy(js["spec"])
     for rjob in spec["replicatedJobs"]:
@@ -260,7 +230,7 @@ async def test_suspend_then_resume_propagates_a_changed_node_selector(
             for j in jobs
         )
 
-    await eventually(resumed)
+    await eventually(resumed, "resumed", 45.0)
     cond = condition(await c.get(), "Suspended")
     assert cond is not None
     assert (cond["status"], cond["reason"]) == ("False", "ResumeJobs")
@@ -272,7 +242,9 @@ async def test_foreign_managed_by_is_left_alone(
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(managedBy="kueue.x-k8s.io/multikueue"))
     await c.create(jobset("mine"))
-    await eventually(lambda: _count(c, 3))  # our own JobSet was reconciled meanwhile
+    await eventually(
+        lambda: _count(c, 3), "3 Jobs", 45.0
+    )  # our own JobSet was reconciled meanwhile
     assert all(n.startswith("mine-") for n in await c.job_names())
     assert (await c.get()).get("status") in (None, {})
 
@@ -282,7 +254,7 @@ async def test_ttl_deletes_a_finished_jobset(
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(ttlSecondsAfterFinished=1))
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     for name in await c.job_names():
         await sim.complete(name)
 
@@ -296,7 +268,7 @@ async def test_ttl_deletes_a_finished_jobset(
             await kube.merge_patch(c.path("js"), {"metadata": {"finalizers": None}})
         return False
 
-    await eventually(gone, within=30)
+    await eventually(gone, "gone", 30)
 
 
 async def test_a_job_owned_by_another_jobset_uid_is_ignored(
@@ -329,7 +301,7 @@ async def test_a_job_owned_by_another_jobset_uid_is_ignored(
     await kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", foreign)
     await sim.fail("js-stray")
     await c.create(jobset())
-    await eventually(lambda: _count(c, 4))
+    await eventually(lambda: _count(c, 4), "4 Jobs", 45.0)
     await asyncio.sleep(1.0)
     js = await c.get()
     assert condition(js, "Failed") is None
@@ -359,7 +331,7 @@ async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
     pod = body["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
     await c.create(body)
-    await eventually(lambda: _count(c, 3))
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
     await kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data-js")
     for name in await c.job_names():
         await sim.start(name)
@@ -368,7 +340,7 @@ async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
         statuses = ((await c.get()).get("status") or {}).get("replicatedJobsStatus") or []
         return sum(int(s["ready"]) for s in statuses) == 3
 
-    await eventually(ready)
+    await eventually(ready, "ready", 45.0)
     await asyncio.sleep(0.5)
     # Count every write the controller's client sends into this namespace (other tests' JobSets
     # in terminating namespaces may still be reconciled meanwhile; they are not ours to count).
@@ -409,7 +381,7 @@ async def test_rejected_job_creates_emit_an_event_and_are_retried_with_backoff(
         events = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
         return any(e.get("reason") == "JobCreationFailed" for e in events.get("items") or ())
 
-    await eventually(creation_failed_event)
+    await eventually(creation_failed_event, "creation failed event", 45.0)
     events = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     event = next(e for e in events["items"] if e["reason"] == "JobCreationFailed")
     assert event["type"] == "Warning"
@@ -420,7 +392,7 @@ async def test_rejected_job_creates_emit_an_event_and_are_retried_with_backoff(
     errors_before = _errors(controller)
     assert errors_before >= 1
     await kube.request("DELETE", f"{quota_path}/jobs")
-    await eventually(lambda: _count(c, 3), within=30)
+    await eventually(lambda: _count(c, 3), "3 Jobs", 30)
     assert controller.controller is not None
 
 

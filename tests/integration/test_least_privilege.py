@@ -15,12 +15,11 @@ here).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -40,6 +39,8 @@ from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
@@ -63,33 +64,9 @@ class Running(NamedTuple):
 
 
 def _jobset(name: str, **spec: Any) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "main", "image": "busybox"}
-    if "volumeClaimPolicies" in spec:
-        container["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
-    pod = {"restartPolicy": "Never", "containers": [container]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
-                }
-            ],
-            **spec,
-        },
-    }
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what}: not reached within {within} s")
-        await asyncio.sleep(0.2)
+    mounts = [{"name": "data", "mountPath": "/data"}] if "volumeClaimPolicies" in spec else None
+    workers = replicated_job("workers", 2, backoff_limit=0, volume_mounts=mounts)
+    return jobset_manifest(name, replicated_jobs=[workers], **spec)
 
 
 class Workload:
@@ -265,7 +242,9 @@ async def _exercise_pod_placement(kube: KubeClient, namespace: str) -> None:
                 return not follower["spec"].get("schedulingGates")
             return False
 
-        await _eventually(placed, "gated follower released, misplaced follower evicted")
+        await eventually(
+            placed, "gated follower released, misplaced follower evicted", 30, interval=0.2
+        )
     finally:
         await kube.request("DELETE", f"/api/v1/nodes/{node}")
 
@@ -324,23 +303,29 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
         return True
 
     try:
-        await _eventually(created, "JobSet admitted by the controller's own webhook", within=60)
+        await eventually(
+            created, "JobSet admitted by the controller's own webhook", 60, interval=0.2
+        )
     except AssertionError as error:
         raise AssertionError(f"{error}; last refusal: {last_error}") from None
 
     # Restart: a failed Job makes the controller delete every Job and create attempt 1.
-    await _eventually(lambda: work.has_jobs("lifecycle", 2), "two Jobs created")
+    await eventually(lambda: work.has_jobs("lifecycle", 2), "two Jobs created", 30, interval=0.2)
     first = (await work.live_jobs("lifecycle"))[0]["metadata"]["name"]
     await work.sim.fail(first)
-    await _eventually(lambda: work.has_jobs("lifecycle", 2, attempt="1"), "jobs of attempt 1")
+    await eventually(
+        lambda: work.has_jobs("lifecycle", 2, attempt="1"), "jobs of attempt 1", 30, interval=0.2
+    )
     # Completion, then ttlSecondsAfterFinished: 0 deletes the JobSet.
     for job in await work.live_jobs("lifecycle"):
         await work.sim.complete(job["metadata"]["name"])
-    await _eventually(lambda: work.gone("lifecycle"), "JobSet deleted by its TTL")
+    await eventually(lambda: work.gone("lifecycle"), "JobSet deleted by its TTL", 30, interval=0.2)
 
     # Suspend, change the template, resume: Jobs patched, started ones get startTime cleared.
     await kube.create(work.path(), _jobset("pausable"))
-    await _eventually(lambda: work.has_jobs("pausable", 2), "pausable Jobs created")
+    await eventually(
+        lambda: work.has_jobs("pausable", 2), "pausable Jobs created", 30, interval=0.2
+    )
     for job in await work.live_jobs("pausable"):
         await work.sim.start(job["metadata"]["name"])
     await kube.merge_patch(work.path("pausable"), {"spec": {"suspend": True}})
@@ -348,7 +333,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
     async def all_suspended() -> bool:
         return all(j["spec"].get("suspend") for j in await work.live_jobs("pausable"))
 
-    await _eventually(all_suspended, "Jobs suspended")
+    await eventually(all_suspended, "Jobs suspended", 30, interval=0.2)
     # The Job controller's part of a suspension: pods gone, startTime kept until someone clears it.
     for job in await work.live_jobs("pausable"):
         await work.sim.set_status(job["metadata"]["name"], {"active": 0, "ready": 0})
@@ -365,7 +350,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
             return False
         return True
 
-    await _eventually(resume_with_selector, "JobSet resumed with a node selector")
+    await eventually(resume_with_selector, "JobSet resumed with a node selector", 30, interval=0.2)
 
     async def resumed() -> bool:
         jobs = await work.live_jobs("pausable")
@@ -375,7 +360,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
             for j in jobs
         )
 
-    await _eventually(resumed, "Jobs resumed with the new template")
+    await eventually(resumed, "Jobs resumed with the new template", 30, interval=0.2)
 
     # A quota of zero Jobs: creates are refused again and again, the event repeats as a series.
     quota_path = f"/api/v1/namespaces/{namespace}/resourcequotas"
@@ -393,7 +378,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
         ):
             return answer.status == 200
 
-    await _eventually(scraped, "/metrics served to the metrics-reader")
+    await eventually(scraped, "/metrics served to the metrics-reader", 30, interval=0.2)
 
     # Someone empties the webhook Secret: the controller rewrites it (a new CA), injects the new
     # CA, and admission works again.
@@ -410,7 +395,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
         configuration = await kube.get(f"{MUTATING}/{MUTATING_WEBHOOK_CONFIGURATION}")
         return bool(configuration["webhooks"][0]["clientConfig"].get("caBundle") == data["ca.crt"])
 
-    await _eventually(reinjected, "the Secret rewritten and its CA injected")
+    await eventually(reinjected, "the Secret rewritten and its CA injected", 30, interval=0.2)
 
     async def admitted_again() -> bool:
         try:
@@ -419,7 +404,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
             return False
         return True
 
-    await _eventually(admitted_again, "a JobSet admitted with the new CA")
+    await eventually(admitted_again, "a JobSet admitted with the new CA", 30, interval=0.2)
 
     await _exercise_pod_placement(kube, namespace)
 
@@ -433,7 +418,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
         return declared <= _used(control_plane.audit_events(user))
 
     try:
-        await _eventually(every_grant_used, "every grant used", within=30)
+        await eventually(every_grant_used, "every grant used", 30, interval=0.2)
     finally:
         events = control_plane.audit_events(user)
         refused = [

@@ -33,28 +33,16 @@ from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import free_port
 
 ACCOUNT = "controller-manager"
 
 
 def _jobset(name: str, **spec: Any) -> dict[str, Any]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
-                }
-            ],
-            **spec,
-        },
-    }
+    workers = replicated_job("workers", 2, backoff_limit=0)
+    return jobset_manifest(name, replicated_jobs=[workers], **spec)
 
 
 def _probe(port: int, path: str) -> int:
@@ -65,19 +53,6 @@ def _probe(port: int, path: str) -> int:
         return int(error.code)
     except OSError:
         return 0
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], what: str, within: float) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            if await check():
-                return
-        except (ApiError, OSError):  # our own client meets the restarting API server too
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what}: not reached within {within:.0f} s")
-        await asyncio.sleep(0.25)
 
 
 class Workload:
@@ -109,7 +84,13 @@ class Workload:
             found[:] = [j["metadata"]["name"] for j in await self.current_jobs(jobset)]
             return len(found) == 2
 
-        await _eventually(two_jobs, f"{jobset}: both Jobs of the current attempt", within)
+        await eventually(
+            two_jobs,
+            f"{jobset}: both Jobs of the current attempt",
+            within,
+            interval=0.25,
+            tolerate=(ApiError, OSError),
+        )
         return found
 
     async def complete_all(self, jobset: str) -> None:
@@ -217,7 +198,7 @@ async def _run_disruptions(
     async def ready() -> bool:
         return await asyncio.to_thread(_probe, health, "/readyz") == 200
 
-    await _eventually(ready, "controller ready", 90)
+    await eventually(ready, "controller ready", 90, interval=0.25, tolerate=(ApiError, OSError))
 
     # Before: Jobs created, one JobSet already completes.
     await kube.create(work.path(), _jobset("before-0"))
@@ -235,7 +216,13 @@ async def _run_disruptions(
     async def before_1_restarted() -> bool:
         return (await work.status("before-1")).get("restarts") == 1
 
-    await _eventually(before_1_restarted, "before-1 restarted after its failure", 90)
+    await eventually(
+        before_1_restarted,
+        "before-1 restarted after its failure",
+        90,
+        interval=0.25,
+        tolerate=(ApiError, OSError),
+    )
     await work.wait_jobs("during-0")
 
     # Disruption 2: etcd compacts its history while everything runs (the API server's watch
@@ -264,7 +251,9 @@ async def _run_disruptions(
         states = [(await work.status(n)).get("terminalState") for n in names]
         return states == ["Completed"] * len(names)
 
-    await _eventually(all_completed, f"{names} all Completed", 120)
+    await eventually(
+        all_completed, f"{names} all Completed", 120, interval=0.25, tolerate=(ApiError, OSError)
+    )
     assert (await work.status("before-1")).get("restarts") == 1
     assert proc.poll() is None, _tail(log)
     assert await asyncio.to_thread(_probe, health, "/healthz") == 200

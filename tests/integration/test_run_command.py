@@ -26,6 +26,7 @@ from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.processes import free_port
 
 LEASE_NAME = "6d4f6a47.jobset.x-k8s.io"
@@ -219,21 +220,8 @@ def test_one_leader_and_takeover_after_kill_and_after_sigterm(
 
 
 def _jobset(name: str) -> dict[str, Any]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
-                }
-            ]
-        },
-    }
+    workers = replicated_job("workers", 2, backoff_limit=0)
+    return jobset_manifest(name, replicated_jobs=[workers])
 
 
 def _admin(plane: ControlPlane, namespace: str, act: Callable[[KubeSim], Awaitable[Any]]) -> Any:

@@ -16,6 +16,7 @@ from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import Invalid, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
     VALIDATING,
@@ -68,18 +69,8 @@ async def webhooks(
 
 
 def jobset(name: str = "js", **spec: Any) -> dict[str, Any]:
-    pod = {"containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {"name": "workers", "template": {"spec": {"template": {"spec": pod}}}}
-            ],
-            **spec,
-        },
-    }
+    workers = replicated_job("workers", restart_policy=None)
+    return jobset_manifest(name, replicated_jobs=[workers], **spec)
 
 
 def path(namespace: str, name: str = "") -> str:
