@@ -32,6 +32,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     RUN_DURATION_ANNOTATION,
 )
+from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.prometheus import (
     Prometheus,
@@ -52,30 +53,10 @@ pytestmark = pytest.mark.usefixtures("jobset_controller")
 
 
 def jobset(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "w",
-                    "template": {
-                        "spec": {
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"annotations": annotations},
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [{"name": "c", "image": "busybox"}],
-                                },
-                            },
-                        }
-                    },
-                }
-            ]
-        },
-    }
+    workers = replicated_job(
+        "w", backoff_limit=0, annotations=annotations, containers=[container("c")]
+    )
+    return jobset_manifest(name, replicated_jobs=[workers])
 
 
 def speaks_tls(address: str) -> bool:
