@@ -28,14 +28,12 @@ a thread, must answer 200 every time, each answer within 5 s.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -46,8 +44,10 @@ import yaml
 from jobset_controller.api.manifest import check_manifest
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.kubesim import KubeSim
-from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import eventually
 
 CATASTROPHIC: Final = r"^(\w+\s?)*\d$"
 HUGE_REPLICAS: Final = 20_000_000
@@ -57,17 +57,8 @@ RESTARTS_KEY: Final = "jobset.sigs.k8s.io/restart-attempt"
 
 
 def jobset(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    job = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {"spec": pod}}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [{"name": "w", "replicas": replicas, "template": {"spec": job}}],
-            **spec,
-        },
-    }
+    workers = replicated_job("w", replicas, pods=1, backoff_limit=0)
+    return jobset_manifest(name, replicated_jobs=[workers], **spec)
 
 
 def jobsets_path(namespace: str, name: str = "") -> str:
@@ -78,16 +69,6 @@ def jobsets_path(namespace: str, name: str = "") -> str:
 def has_condition(js: dict[str, Any], kind: str) -> bool:
     conditions = (js.get("status") or {}).get("conditions") or ()
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float, what: str) -> float:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    while not await check():
-        if loop.time() - started > within:
-            raise AssertionError(f"{what}: not reached within {within} s")
-        await asyncio.sleep(0.1)
-    return loop.time() - started
 
 
 @dataclass
@@ -132,25 +113,8 @@ class HealthPoller:
             self._stop.wait(0.2)
 
 
-@dataclass
-class Process:
-    proc: subprocess.Popen[bytes]
-    health_port: int
-    log: Path
-
-    def get(self, path: str) -> int:
-        try:
-            url = f"http://127.0.0.1:{self.health_port}{path}"
-            with urllib.request.urlopen(url, timeout=5) as reply:
-                return int(reply.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
-        except OSError:
-            return 0
-
-
 @pytest.fixture
-def controller_process(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Process]:
+def controller_process(control_plane: ControlPlane, tmp_path: Path) -> Iterator[ControllerProcess]:
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -163,34 +127,17 @@ def controller_process(control_plane: ControlPlane, tmp_path: Path) -> Iterator[
             }
         )
     )
-    health_port, log = free_port(), tmp_path / "controller.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "jobset_controller", "run",
-                f"--kubeconfig={control_plane.kubeconfig}", f"--config={config}",
-                f"--metrics-bind-address=127.0.0.1:{free_port()}",
-                f"--health-probe-bind-address=127.0.0.1:{health_port}",
-                "--leader-elect=false", "--log-format=json",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )  # fmt: skip
-    process = Process(proc, health_port, log)
+    process = ControllerProcess(
+        kubeconfig=control_plane.kubeconfig,
+        config=config,
+        log=tmp_path / "controller.log",
+        args=["--leader-elect=false", "--log-format=json"],
+    )
     try:
-        deadline = time.monotonic() + 60
-        while process.get("/readyz") != 200:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "controller not ready within 60 s"
-            time.sleep(0.1)
+        process.wait_ready(60)
         yield process
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        process.stop(30)
 
 
 @pytest.fixture
@@ -210,7 +157,7 @@ async def quota_namespace(control_plane: ControlPlane, kube: KubeClient) -> Asyn
 
 
 async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_controller(
-    controller_process: Process,
+    controller_process: ControllerProcess,
     kube: KubeClient,
     namespace: str,
     quota_namespace: str,
@@ -244,7 +191,7 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
                     return str(meta["name"])
             return None
 
-        await eventually(lambda: _is_some(one_job(huge_sim, "huge-w-")), 30, "huge's one Job")
+        await eventually(lambda: _is_some(one_job(huge_sim, "huge-w-")), "huge's one Job", 30)
         await kube.merge_patch(
             jobsets_path(quota_namespace, "huge"),
             {"spec": {"failurePolicy": {"maxRestarts": 5, "rules": [restart_rule]}}},
@@ -253,7 +200,7 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
         assert huge_job is not None
         await huge_sim.fail(huge_job)
 
-        await eventually(lambda: _is_some(one_job(sim, "pattern-w-")), 30, "pattern's Job")
+        await eventually(lambda: _is_some(one_job(sim, "pattern-w-")), "pattern's Job", 30)
         first = await one_job(sim, "pattern-w-")
         assert first is not None
         await sim.fail(first)  # no rule matches: the default action restarts the JobSet
@@ -267,7 +214,7 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
                 == 2
             )
 
-        await eventually(normal_jobs, 30, "normal's Jobs")
+        await eventually(normal_jobs, "normal's Jobs", 30)
         for job in await sim.jobs():
             if job["metadata"]["name"].startswith("normal-"):
                 await sim.complete(job["metadata"]["name"])
@@ -275,14 +222,14 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
         async def normal_completed() -> bool:
             return has_condition(await kube.get(jobsets_path(namespace, "normal")), "Completed")
 
-        took = await eventually(normal_completed, COMPLETION_BOUND, "normal Completed")
+        took = await eventually(normal_completed, "normal Completed", COMPLETION_BOUND)
 
         # The pattern JobSet restarted once (the pattern evaluated, not matched) and then fails.
         async def restarted() -> bool:
             await sim.collect_garbage()  # the old Job's foreground deletion, as the GC would
             return await one_job(sim, "pattern-w-", "1") is not None
 
-        await eventually(restarted, 30, "pattern restarted")
+        await eventually(restarted, "pattern restarted", 30)
         second = await one_job(sim, "pattern-w-", "1")
         assert second is not None
         await sim.fail(second)
@@ -290,7 +237,7 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
         async def pattern_failed() -> bool:
             return has_condition(await kube.get(jobsets_path(namespace, "pattern")), "Failed")
 
-        await eventually(pattern_failed, 30, "pattern Failed")
+        await eventually(pattern_failed, "pattern Failed", 30)
 
         async def restart_job_refused() -> bool:
             events = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{quota_namespace}/events")
@@ -298,7 +245,7 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
                 e.get("reason") == "RestartJobTooManyReplicas" for e in events.get("items") or ()
             )
 
-        await eventually(restart_job_refused, 30, "huge's RestartJob path")
+        await eventually(restart_job_refused, "huge's RestartJob path", 30)
         await asyncio.sleep(2.0)  # a few more passes of huge's refused creates
     finally:
         poller.stop()

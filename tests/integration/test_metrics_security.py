@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import http.client
 import ssl
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -23,6 +20,7 @@ import pytest
 import yaml
 
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.prometheus import Prometheus, https_scrape_config
@@ -94,34 +92,19 @@ def running(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Running]:
             },
         )
         assert status == 201, body
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "jobset_controller", "run",
-                f"--kubeconfig={kubeconfigs[ACCOUNT]}", f"--config={config}",
-                f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-                f"--health-probe-bind-address=127.0.0.1:{health_port}",
-                "--log-format=json",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("w"),
-        )  # fmt: skip
+        process = ControllerProcess(
+            kubeconfig=kubeconfigs[ACCOUNT],
+            config=config,
+            log=log,
+            args=["--log-format=json"],
+            metrics=f"127.0.0.1:{metrics_port}",
+            health_port=health_port,
+        )
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    url = f"http://127.0.0.1:{health_port}/readyz"
-                    with urllib.request.urlopen(url, timeout=2) as ready:
-                        if ready.status == 200:
-                            break
-                except OSError:
-                    pass
-                assert proc.poll() is None, log.read_text()[-3000:]
-                assert time.monotonic() < deadline, "not ready: " + log.read_text()[-3000:]
-                time.sleep(0.2)
+            process.wait_ready(60, interval=0.2)
             yield Running(metrics_port, _token(reader), _token(stranger), log)
         finally:
-            proc.terminate()
-            assert proc.wait(30) == 0, log.read_text()[-3000:]
+            assert process.stop(30) == 0, process.tail()
             control_plane.request("DELETE", binding)
             control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
 

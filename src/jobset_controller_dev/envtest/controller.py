@@ -1,0 +1,80 @@
+"""`ControllerProcess`: the real controller (`python -m jobset_controller run`) as a child process
+on 127.0.0.1 ports, for tests and benches that exercise the shipped command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from jobset_controller_dev.envtest.processes import free_port
+
+
+class ControllerProcess:
+    """Spawned on construction: ``--kubeconfig``, ``--config``, metrics and health probes on
+    127.0.0.1 (``metrics`` is the ``--metrics-bind-address`` value: "0" turns it off, None picks
+    a free port), then ``args``. stderr goes to ``log``; stdout is discarded."""
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: Path,
+        config: Path,
+        log: Path,
+        args: Sequence[str] = (),
+        metrics: str | None = None,
+        health_port: int | None = None,
+    ) -> None:
+        self.log = log
+        self.health_port = health_port if health_port is not None else free_port()
+        metrics_address = metrics if metrics is not None else f"127.0.0.1:{free_port()}"
+        with log.open("w") as stderr:
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                [
+                    sys.executable, "-m", "jobset_controller", "run",
+                    f"--kubeconfig={kubeconfig}", f"--config={config}",
+                    f"--metrics-bind-address={metrics_address}",
+                    f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
+                    *args,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )  # fmt: skip
+
+    def probe(self, path: str) -> int:
+        """The HTTP status of ``path`` on the health port; 0 when nothing answers."""
+        try:
+            url = f"http://127.0.0.1:{self.health_port}{path}"
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except OSError:
+            return 0
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text()[-chars:]
+
+    def wait_ready(self, within: float = 60, interval: float = 0.1) -> None:
+        """Block until /readyz answers 200; fail if the process exits or ``within`` s pass."""
+        deadline = time.monotonic() + within
+        while self.probe("/readyz") != 200:
+            assert self.proc.poll() is None, self.tail()
+            assert time.monotonic() < deadline, (
+                f"controller not ready within {within:g} s: {self.tail()}"
+            )
+            time.sleep(interval)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, wait up to ``timeout`` s (then SIGKILL); return the exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
