@@ -19,7 +19,6 @@ are printed.
 
 from __future__ import annotations
 
-import base64
 import copy
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -34,9 +33,12 @@ from jobset_controller.api.manifest import check_manifest
 from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.webhooks import (
+    MUTATING,
+    VALIDATING,
+    jobset_webhook_configuration,
+)
 
-MUTATING: Final = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-VALIDATING: Final = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 FEATURES: Final = FeatureGates()
 
 # Mutation name -> why validate's verdict deliberately differs from the API server's.
@@ -378,30 +380,6 @@ def corpus(namespace: str) -> Iterator[Case]:
 
 
 # ------------------------------------------------------------------------------- webhooks
-def registration(name: str, webhook: str, url: str, ca: bytes, namespace: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": webhook,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "rules": [
-                    {
-                        "apiGroups": ["jobset.x-k8s.io"],
-                        "apiVersions": ["v1alpha2"],
-                        "operations": ["CREATE"],
-                        "resources": ["jobsets"],
-                    }
-                ],
-            }
-        ],
-    }
-
-
 @pytest.fixture
 async def webhooks(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
@@ -425,9 +403,11 @@ async def webhooks(
     await server.start()
     base = f"https://127.0.0.1:{server.port}"
     ca = control_plane.ca.cert_pem
-    mutating = registration(f"m-{namespace}", "mjobset.kb.io", base + MUTATE_PATH, ca, namespace)
-    validating = registration(
-        f"v-{namespace}", "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace
+    mutating = jobset_webhook_configuration(
+        f"m-{namespace}", "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
+    )
+    validating = jobset_webhook_configuration(
+        f"v-{namespace}", "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE"]
     )
     await kube.create(MUTATING, mutating)
     await kube.create(VALIDATING, validating)
