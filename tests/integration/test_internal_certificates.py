@@ -15,8 +15,6 @@ import base64
 import contextlib
 import socket
 import ssl
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +34,7 @@ from jobset_controller.controller.webhookcerts import (
 from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.polling import eventually
@@ -110,18 +109,15 @@ class Replica:
                 }
             )
         )
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "jobset_controller", "run",
-                f"--kubeconfig={kubeconfig}", f"--config={config}",
-                "--metrics-bind-address=0",
-                f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
-                "--webhook-cert-extra-sans=127.0.0.1",
-                "--log-format=json", *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"),
-        )  # fmt: skip
+        self.process = ControllerProcess(
+            kubeconfig=kubeconfig,
+            config=config,
+            log=self.log,
+            metrics="0",
+            health_port=self.health_port,
+            args=["--webhook-cert-extra-sans=127.0.0.1", "--log-format=json", *extra],
+        )
+        self.proc = self.process.proc
 
     def ready(self) -> tuple[int, str]:
         return _probe(self.health_port, "/readyz?verbose")
@@ -131,12 +127,7 @@ class Replica:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                assert self.proc.wait(30) == 0, self.tail()
-            finally:
-                if self.proc.poll() is None:
-                    self.proc.kill()
+            assert self.process.stop(30) == 0, self.tail()
 
 
 class Install:

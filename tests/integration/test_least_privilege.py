@@ -16,8 +16,6 @@ here).
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -37,6 +35,7 @@ from jobset_controller.controller.webhookcerts import (
 from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
@@ -157,7 +156,14 @@ async def controller_as_service_account(
                 "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": home}],
             },
         )
-        proc = _start_run(kubeconfigs[ACCOUNT], config, tmp_path / "controller.log", metrics_port)
+        proc = ControllerProcess(
+            kubeconfig=kubeconfigs[ACCOUNT],
+            config=config,
+            log=tmp_path / "controller.log",
+            metrics=f"127.0.0.1:{metrics_port}",
+            # The API server calls the webhook by URL on this host (no pod network here).
+            args=["--webhook-cert-extra-sans=127.0.0.1", "--log-format=json"],
+        )
         await kube.create(MUTATING, mutating)
         await kube.create(VALIDATING, validating)
         try:
@@ -171,27 +177,8 @@ async def controller_as_service_account(
             await kube.request("DELETE", reading)
             await kube.request("DELETE", f"{MUTATING}/{mutating['metadata']['name']}")
             await kube.request("DELETE", f"{VALIDATING}/{validating['metadata']['name']}")
-            proc.terminate()
-            assert proc.wait(30) == 0, (tmp_path / "controller.log").read_text()[-3000:]
+            assert proc.stop(30) == 0, proc.tail()
             control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
-
-
-def _start_run(
-    kubeconfig: Path, config: Path, log: Path, metrics_port: int
-) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable, "-m", "jobset_controller", "run",
-            f"--kubeconfig={kubeconfig}", f"--config={config}",
-            f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-            f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-            # The API server calls the webhook by URL on this host (no pod network here).
-            "--webhook-cert-extra-sans=127.0.0.1",
-            "--log-format=json",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("w"),
-    )  # fmt: skip
 
 
 async def _exercise_pod_placement(kube: KubeClient, namespace: str) -> None:
