@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -31,6 +30,7 @@ import yaml
 from jobset_controller.api.constants import JOBSET_NAME_KEY, RESTARTS_KEY
 from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
@@ -122,24 +122,17 @@ def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[tupl
     log = tmp_path / "controller.log"
     health = free_port()
     with shipped_rbac(control_plane, home, [ACCOUNT], tmp_path) as kubeconfigs:
-        with log.open("w") as stderr:
-            proc = subprocess.Popen(
-                [
-                    sys.executable, "-m", "jobset_controller", "run",
-                    f"--kubeconfig={kubeconfigs[ACCOUNT]}", f"--config={config}",
-                    f"--metrics-bind-address=127.0.0.1:{free_port()}",
-                    f"--health-probe-bind-address=127.0.0.1:{health}",
-                    "--log-format=json",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )  # fmt: skip
+        process = ControllerProcess(
+            kubeconfig=kubeconfigs[ACCOUNT],
+            config=config,
+            log=log,
+            health_port=health,
+            args=["--log-format=json"],
+        )
         try:
-            yield proc, health, log
+            yield process.proc, health, log
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(30)
+            process.stop(30)
     control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
 
 
