@@ -10,17 +10,14 @@ cluster's directory (component logs, kubeconfigs, kwok.yaml) for a look after th
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
 
@@ -85,39 +82,21 @@ def jobset_controller(
         # The certificate above, as cert-manager would mount it: nothing managed internally.
         "internalCertManagement: {enable: false}\n"
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jobset_controller",
-            "run",
-            f"--kubeconfig={full_cluster.kubeconfig}",
-            f"--config={config}",
-            "--leader-elect=false",
-            f"--metrics-bind-address={controller_endpoints.metrics}",
-            f"--health-probe-bind-address=127.0.0.1:{health}",
-            "--log-format=json",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"),
+    process = ControllerProcess(
+        kubeconfig=full_cluster.kubeconfig,
+        config=config,
+        log=log,
+        metrics=controller_endpoints.metrics,
+        health_port=health,
+        args=["--leader-elect=false", "--log-format=json"],
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as reply:
-                if reply.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(
-                f"jobset-controller did not become ready:\n{log.read_text()[-3000:]}"
-            )
-        time.sleep(0.2)
     try:
-        yield proc
+        process.wait_ready(60, interval=0.2)
+    except AssertionError as error:
+        process.proc.kill()
+        raise AssertionError(f"jobset-controller did not become ready: {error}") from None
+    try:
+        yield process.proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=60)
-        assert code == 0, f"jobset-controller exited {code}:\n{log.read_text()[-3000:]}"
+        code = process.stop(60)
+        assert code == 0, f"jobset-controller exited {code}:\n{process.tail()}"

@@ -14,10 +14,7 @@ whose JobSets this controller alone reconciles.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -25,6 +22,7 @@ from typing import Any
 import yaml
 
 from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
+from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.webhooks import MUTATING, VALIDATING, pod_webhook_configuration
@@ -43,7 +41,7 @@ class PlacementController:
         self.workdir = workdir
         self.followers = followers
         self.log = workdir / f"controller-{followers or 'fallback'}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.process: ControllerProcess | None = None
 
     def __enter__(self) -> PlacementController:
         cluster = self.cluster
@@ -86,20 +84,18 @@ class PlacementController:
             for path, body in ((MUTATING, mutating), (VALIDATING, validating)):
                 status, reply = cluster.request("POST", path, body)
                 assert status == 201, reply
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "jobset_controller", "run",
-                f"--kubeconfig={cluster.kubeconfig}", f"--config={config_file}",
-                "--leader-elect=false", "--metrics-bind-address=0",
-                f"--health-probe-bind-address=127.0.0.1:{health}", "--log-format=json",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("wb"),
-        )  # fmt: skip
+        self.process = process = ControllerProcess(
+            kubeconfig=cluster.kubeconfig,
+            config=config_file,
+            log=self.log,
+            metrics="0",
+            health_port=health,
+            args=["--leader-elect=false", "--log-format=json"],
+        )
         expected = "leader-follower" if self.followers is not None else "affinity-in-job"
         deadline = time.monotonic() + 90
-        while self.mode() != expected or not self._ready(health):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+        while self.mode() != expected or process.probe("/readyz") != 200:
+            if process.proc.poll() is not None or time.monotonic() > deadline:
                 self.__exit__(None, None, None)
                 raise AssertionError(
                     f"controller not ready in mode {expected}:\n{self.log.read_text()[-3000:]}"
@@ -115,14 +111,6 @@ class PlacementController:
                 found = json.loads(line).get("mode")
         return found
 
-    @staticmethod
-    def _ready(port: int) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
-                return bool(reply.status == 200)
-        except OSError:
-            return False
-
     def _unregister(self) -> None:
         self.cluster.request("DELETE", f"{MUTATING}/{MUTATING_NAME}")
         self.cluster.request("DELETE", f"{VALIDATING}/{VALIDATING_NAME}")
@@ -134,8 +122,7 @@ class PlacementController:
         trace: TracebackType | None,
     ) -> None:
         self._unregister()
-        if self.proc is not None:
-            self.proc.terminate()
-            code = self.proc.wait(60)
-            self.proc = None
+        if self.process is not None:
+            code = self.process.stop(60)
+            self.process = None
             assert code == 0, f"controller exited {code}:\n{self.log.read_text()[-3000:]}"
