@@ -40,6 +40,7 @@ from benchlib import Controller, RawClient, Watcher, parse_src, worst_lag
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.reconcile.desired_jobs import construct_job
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -47,21 +48,8 @@ SCENARIOS = ("start", "big", "many", "complete", "idle")
 
 
 def jobset(name: str, replicas: int) -> dict[str, Any]:
-    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": replicas,
-                    "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
-                }
-            ]
-        },
-    }
+    workers = replicated_job("workers", replicas, backoff_limit=0)
+    return jobset_manifest(name, replicated_jobs=[workers])
 
 
 def raw_job_bodies(namespace: str, count: int) -> list[bytes]:
