@@ -74,7 +74,10 @@ def _deep_copy(js: JobSet) -> JobSet:
     is the same because the models are lossless (``JobSet.model_validate(d).to_dict() == d``, and
     a field is dumped exactly when it is set, so the copy has the same set fields).
     """
-    return JobSet.model_validate(js.to_dict())
+    # Python mode, not ``to_dict()``'s JSON mode: a string with a lone surrogate (YAML admits one)
+    # cannot be JSON-encoded, and the copy must not fail where deepcopy did not. Python mode
+    # builds new containers all the way down, so nothing is shared with ``js``.
+    return JobSet.model_validate(js.model_dump(by_alias=True, exclude_unset=True))
 
 
 def default_rule_name(index: int) -> str:
