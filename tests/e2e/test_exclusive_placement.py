@@ -241,7 +241,22 @@ def test_exclusivity_holds_only_among_equal_priorities(
     high = wait_bound(cluster, ns, "high", 2)
     assert_exclusive(cluster, high)  # shares a rack with a low Job: allowed across priorities
     create(cluster, ns, jobset("same", jobs=1, pods=2))
-    time.sleep(5)
-    same = pods_of(cluster, ns, "same")
+    # Wait until the scheduler has tried and refused (PodScheduled False: Unschedulable), not for
+    # a fixed time: on a loaded machine the pods may not even exist after a few seconds.
+    deadline = time.monotonic() + 90
+    while True:
+        same = pods_of(cluster, ns, "same")
+        refused = [
+            p
+            for p in same
+            for c in (p.get("status") or {}).get("conditions") or ()
+            if c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ]
+        if refused or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
     assert same, "the equal-priority JobSet has no pods"
+    assert refused, "the scheduler never refused the equal-priority leader"
     assert not any(p["spec"].get("nodeName") for p in same), "equal priority shared a rack"

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -251,8 +252,22 @@ def test_status_watch_refreshes_until_interrupted(
          "--watch", "--interval", "0.3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(4)
+    # Read frames as they come (no fixed wait: start-up on a loaded machine eats into one); a
+    # timer interrupts it anyway after a minute so a silent watch fails instead of hanging.
+    header = f"JobSet {namespace}/watched"
+    guard = threading.Timer(60, proc.send_signal, (signal.SIGINT,))
+    guard.start()
+    seen: list[str] = []
+    assert proc.stdout is not None
+    try:
+        while sum(line.count(header) for line in seen) < 3:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+    finally:
+        guard.cancel()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    rest, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert out.count(f"JobSet {namespace}/watched") >= 3
+    assert ("".join(seen) + rest).count(header) >= 3
