@@ -21,13 +21,7 @@ from jobset_controller.tools.commands import (
     run_plan,
     run_status,
 )
-from jobset_controller.tools.documents import (
-    UncheckableFile,
-    UnreadableFile,
-    judge_documents,
-    one_line,
-    read_documents,
-)
+from jobset_controller.tools.documents import UnreadableFile, judge_files, one_line
 
 if TYPE_CHECKING:
     from jobset_controller.runtime.certs import CertPolicy
@@ -40,23 +34,23 @@ def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
     be read as YAML at all. Documents of other kinds are skipped; empty documents are ignored.
     """
     failures = 0
-    for path in files:
-        try:
-            documents = read_documents(path)
-        except UnreadableFile as error:
-            print(error, file=sys.stderr)
-            return 2
-        except UncheckableFile as error:
-            print(error)
-            failures += 1
-            continue
-        for judged in judge_documents(path, documents, gates):
+
+    def uncheckable(line: str) -> None:
+        nonlocal failures
+        print(line)
+        failures += 1
+
+    try:
+        for judged in judge_files(files, gates, uncheckable=uncheckable):
             for line in judged.error_lines():
                 print(line)
             if judged.check.errors:
                 failures += 1
             else:
-                print(one_line(f"{path}: {judged.subject}: valid"))
+                print(one_line(f"{judged.path}: {judged.subject}: valid"))
+    except UnreadableFile as error:
+        print(error, file=sys.stderr)
+        return 2
     return 1 if failures else 0
 
 

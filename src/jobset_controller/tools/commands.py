@@ -17,12 +17,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from jobset_controller.api import FeatureGates
-from jobset_controller.tools.documents import (
-    UncheckableFile,
-    UnreadableFile,
-    judge_documents,
-    read_documents,
-)
+from jobset_controller.tools.documents import UnreadableFile, judge_files
 from jobset_controller.tools.kubeconfig import KubeconfigError, Target, load
 from jobset_controller.tools.plan import Simulation, simulate
 from jobset_controller.tools.plan_render import render_json, render_text, render_yaml
@@ -72,17 +67,14 @@ def run_plan(args: argparse.Namespace, gates: FeatureGates, out: TextIO | None =
     simulations: list[Simulation] = []
     failures = 0
     now = datetime.now(UTC)
-    for path in args.files:
-        try:
-            documents = read_documents(path)
-        except UnreadableFile as error:
-            print(error, file=sys.stderr)
-            return 2
-        except UncheckableFile as error:
-            print(error, file=sys.stderr)
-            failures += 1
-            continue
-        for judged in judge_documents(path, documents, gates):
+
+    def uncheckable(line: str) -> None:
+        nonlocal failures
+        print(line, file=sys.stderr)
+        failures += 1
+
+    try:
+        for judged in judge_files(args.files, gates, uncheckable=uncheckable):
             for line in judged.error_lines():
                 print(line, file=sys.stderr)
             if judged.check.jobset is None:
@@ -91,6 +83,9 @@ def run_plan(args: argparse.Namespace, gates: FeatureGates, out: TextIO | None =
             simulations.append(
                 simulate(judged.check.jobset, namespace=args.namespace, now=now, features=gates)
             )
+    except UnreadableFile as error:
+        print(error, file=sys.stderr)
+        return 2
     if args.output == "yaml":
         out.write(render_yaml(simulations))
     elif args.output == "json":

@@ -6,7 +6,7 @@ reader and one line format make that true by construction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,21 @@ class Judged:
     def error_lines(self) -> list[str]:
         """One line per error, ``<file>: <subject>: <field error>``."""
         return [one_line(f"{self.path}: {self.subject}: {error}") for error in self.check.errors]
+
+
+def judge_files(
+    files: Iterable[Path], gates: FeatureGates, *, uncheckable: Callable[[str], None]
+) -> Iterator[Judged]:
+    """The JobSet documents of every file, judged in order. A file that cannot be checked is
+    reported to ``uncheckable`` (one line) and skipped; ``UnreadableFile`` propagates, since a
+    file that is not YAML at all ends the command (exit 2)."""
+    for path in files:
+        try:
+            documents = read_documents(path)
+        except UncheckableFile as error:
+            uncheckable(str(error))
+            continue
+        yield from judge_documents(path, documents, gates)
 
 
 def judge_documents(path: Path, documents: list[Any], gates: FeatureGates) -> Iterator[Judged]:
