@@ -30,13 +30,10 @@ import pytest
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.api.manifest import check_manifest
-from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
-from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
+from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.webhooks import (
-    MUTATING,
-    VALIDATING,
-    jobset_webhook_configuration,
+    jobset_webhooks_served,
 )
 
 FEATURES: Final = FeatureGates()
@@ -384,39 +381,10 @@ def corpus(namespace: str) -> Iterator[Case]:
 async def webhooks(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
 ) -> AsyncIterator[None]:
-    pair = control_plane.ca.issue(
-        f"differential-{namespace}", common_name="webhook", ip_addresses=("127.0.0.1",),
-        server=True,
-    )  # fmt: skip
-    (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
-
-    async def lookup(ns: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
-        except NotFound:
-            return None
-
-    server = WebhookServer(
-        lookup_claim=lookup, features=FEATURES, cert_dir=tmp_path, host="127.0.0.1", port=0
-    )
-    await server.start()
-    base = f"https://127.0.0.1:{server.port}"
-    ca = control_plane.ca.cert_pem
-    mutating = jobset_webhook_configuration(
-        f"m-{namespace}", "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
-    )
-    validating = jobset_webhook_configuration(
-        f"v-{namespace}", "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE"]
-    )
-    await kube.create(MUTATING, mutating)
-    await kube.create(VALIDATING, validating)
-    try:
+    async with jobset_webhooks_served(
+        control_plane, kube, namespace, tmp_path, features=FEATURES, validate_operations=["CREATE"]
+    ):
         yield
-    finally:
-        await kube.request("DELETE", f"{MUTATING}/m-{namespace}")
-        await kube.request("DELETE", f"{VALIDATING}/v-{namespace}")
-        await server.stop()
 
 
 # ----------------------------------------------------------------------------------- test

@@ -13,14 +13,14 @@ import pytest
 from jobset_controller.api import FeatureGates
 from jobset_controller.config import Configuration
 from jobset_controller.manager import Manager, ManagerOptions
-from jobset_controller.runtime.client import Invalid, KubeClient, NotFound
-from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
+from jobset_controller.runtime.client import Invalid, KubeClient
+from jobset_controller.webhook.server import MUTATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
-    VALIDATING,
     jobset_webhook_configuration,
+    jobset_webhooks_served,
 )
 
 
@@ -28,44 +28,15 @@ from jobset_controller_dev.envtest.webhooks import (
 async def webhooks(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
 ) -> AsyncIterator[None]:
-    pair = control_plane.ca.issue(
-        f"webhook-{namespace}", common_name="webhook", dns_names=("localhost",),
-        ip_addresses=("127.0.0.1",), server=True,
-    )  # fmt: skip
-    (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
-
-    async def lookup(ns: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
-        except NotFound:
-            return None
-
-    server = WebhookServer(
-        lookup_claim=lookup, features=FeatureGates(), cert_dir=tmp_path, host="127.0.0.1", port=0
-    )
-    await server.start()
-    base = f"https://127.0.0.1:{server.port}"
-    ca = control_plane.ca.cert_pem
-    names = (f"m-{namespace}", f"v-{namespace}")
-    await kube.create(
-        MUTATING,
-        jobset_webhook_configuration(
-            names[0], "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
-        ),
-    )
-    await kube.create(
-        VALIDATING,
-        jobset_webhook_configuration(
-            names[1], "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, ["CREATE", "UPDATE"]
-        ),
-    )
-    try:
+    async with jobset_webhooks_served(
+        control_plane,
+        kube,
+        namespace,
+        tmp_path,
+        features=FeatureGates(),
+        validate_operations=["CREATE", "UPDATE"],
+    ):
         yield
-    finally:
-        await kube.request("DELETE", f"{MUTATING}/{names[0]}")
-        await kube.request("DELETE", f"{VALIDATING}/{names[1]}")
-        await server.stop()
 
 
 def jobset(name: str = "js", **spec: Any) -> dict[str, Any]:

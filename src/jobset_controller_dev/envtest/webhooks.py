@@ -1,4 +1,5 @@
-"""Admission webhook configurations that send one test namespace's JobSets to a URL on 127.0.0.1.
+"""Admission webhook configurations that send objects to a URL on 127.0.0.1, and our JobSet
+webhook server served for one test namespace.
 
 Why scoped to a namespace: the session's API server is shared by every test, and a webhook with
 ``failurePolicy: Fail`` would refuse other tests' JobSets once its server stops.
@@ -7,65 +8,130 @@ Why scoped to a namespace: the session's API server is shared by every test, and
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+from jobset_controller.api import FeatureGates
+from jobset_controller.runtime.client import KubeClient, NotFound
+from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
+from jobset_controller_dev.envtest.controlplane import ControlPlane
 
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+def _configuration(
+    name: str, webhook: str, url: str, ca: bytes, rule: dict[str, Any], **selectors: Any
+) -> dict[str, Any]:
+    """One configuration holding one webhook: fail closed, no side effects, called by URL."""
+    return {
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": webhook,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
+                **selectors,
+                "rules": [rule],
+            }
+        ],
+    }
 
 
 def jobset_webhook_configuration(
     name: str, webhook: str, url: str, ca: bytes, namespace: str, operations: list[str]
 ) -> dict[str, Any]:
     """A (mutating or validating) webhook configuration body for JobSets in ``namespace``."""
-    return {
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": webhook,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "rules": [
-                    {
-                        "apiGroups": ["jobset.x-k8s.io"],
-                        "apiVersions": ["v1alpha2"],
-                        "operations": operations,
-                        "resources": ["jobsets"],
-                    }
-                ],
-            }
-        ],
+    rule = {
+        "apiGroups": ["jobset.x-k8s.io"],
+        "apiVersions": ["v1alpha2"],
+        "operations": operations,
+        "resources": ["jobsets"],
     }
+    return _configuration(
+        name,
+        webhook,
+        url,
+        ca,
+        rule,
+        namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+    )
 
 
 def pod_webhook_configuration(name: str, webhook: str, url: str, ca: bytes) -> dict[str, Any]:
     """A (mutating or validating) pod webhook configuration as shipped: pod CREATE, only pods
     labelled with a JobSet name (objectSelector), every namespace. Register it only on a cluster
     whose JobSet pods the webhook's controller owns (a module-scoped cluster, a benchmark)."""
-    return {
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": webhook,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
-                "objectSelector": {
-                    "matchExpressions": [
-                        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}
-                    ]
-                },
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods"],
-                    }
-                ],
-            }
-        ],
+    rule = {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["pods"],
     }
+    return _configuration(
+        name,
+        webhook,
+        url,
+        ca,
+        rule,
+        objectSelector={
+            "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+        },
+    )
+
+
+@asynccontextmanager
+async def jobset_webhooks_served(
+    plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    cert_dir: Path,
+    *,
+    features: FeatureGates,
+    validate_operations: list[str],
+) -> AsyncIterator[WebhookServer]:
+    """Our JobSet webhook server on 127.0.0.1 (a certificate from the control plane's CA in
+    ``cert_dir``, PVC lookups through ``kube``), registered for ``namespace`` only: CREATE for the
+    mutating webhook, ``validate_operations`` for the validating one. Removed on exit."""
+    pair = plane.ca.issue(
+        f"webhook-{namespace}", common_name="webhook", dns_names=("localhost",),
+        ip_addresses=("127.0.0.1",), server=True,
+    )  # fmt: skip
+    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+
+    async def lookup(ns: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+        except NotFound:
+            return None
+
+    server = WebhookServer(
+        lookup_claim=lookup, features=features, cert_dir=cert_dir, host="127.0.0.1", port=0
+    )
+    await server.start()
+    base = f"https://127.0.0.1:{server.port}"
+    ca = plane.ca.cert_pem
+    names = (f"m-{namespace}", f"v-{namespace}")
+    await kube.create(
+        MUTATING,
+        jobset_webhook_configuration(
+            names[0], "mjobset.kb.io", base + MUTATE_PATH, ca, namespace, ["CREATE"]
+        ),
+    )
+    await kube.create(
+        VALIDATING,
+        jobset_webhook_configuration(
+            names[1], "vjobset.kb.io", base + VALIDATE_PATH, ca, namespace, validate_operations
+        ),
+    )
+    try:
+        yield server
+    finally:
+        await kube.request("DELETE", f"{MUTATING}/{names[0]}")
+        await kube.request("DELETE", f"{VALIDATING}/{names[1]}")
+        await server.stop()
