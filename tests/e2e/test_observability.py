@@ -27,6 +27,7 @@ import pytest
 import yaml
 from tests.e2e.conftest import ControllerEndpoints
 
+from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
@@ -182,18 +183,15 @@ def test_prometheus_scrapes_every_metric_the_dashboard_and_rules_query(
     # finished, so it has nothing to write and cannot take the session controller's counts.
     leader_metrics = f"127.0.0.1:{free_port()}"
     config = tmp_path / "leader-config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {
-                    "leaderElect": True,
-                    "resourceName": f"e2e-{namespace}",
-                    "resourceNamespace": namespace,
-                },
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceName": f"e2e-{namespace}",
+                "resourceNamespace": namespace,
+            },
+        },
     )
     leader = subprocess.Popen(
         [sys.executable, "-m", "jobset_controller", "run",

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jobset_controller.api.constants import (
     JOB_INDEX_KEY,
@@ -44,6 +43,7 @@ from jobset_controller.api.constants import (
 )
 from jobset_controller.runtime.client import ApiError, Gone, KubeClient, NotFound
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.processes import free_port
@@ -414,16 +414,13 @@ async def test_sigkilled_controller_never_duplicates_double_counts_or_writes_for
     config = tmp_path / "config.yaml"
     certs = tmp_path / "no-certs"  # no serving certificates: no webhook server
     certs.mkdir()
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": False},
-                "webhook": {"certDir": str(certs)},
-                "internalCertManagement": {"enable": False},
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "leaderElection": {"leaderElect": False},
+            "webhook": {"certDir": str(certs)},
+            "internalCertManagement": {"enable": False},
+        },
     )
     history = JobHistory(kube, namespace)
     driver = Driver(kube, namespace, plans, rng)

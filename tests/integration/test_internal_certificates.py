@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cryptography import x509
 
 from jobset_controller.controller.webhookcerts import (
@@ -34,7 +33,7 @@ from jobset_controller.controller.webhookcerts import (
 from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.controller import ControllerProcess
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.polling import eventually
@@ -95,19 +94,16 @@ class Replica:
         self.cert_dir = workdir / "certs"
         self.log = workdir / "controller.log"
         config = workdir / "config.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                    "kind": "Configuration",
-                    "leaderElection": {"leaderElect": True, "resourceNamespace": home},
-                    "webhook": {
-                        "host": "127.0.0.1",
-                        "port": self.webhook_port,
-                        "certDir": str(self.cert_dir),
-                    },
-                }
-            )
+        write_configuration(
+            config,
+            {
+                "leaderElection": {"leaderElect": True, "resourceNamespace": home},
+                "webhook": {
+                    "host": "127.0.0.1",
+                    "port": self.webhook_port,
+                    "certDir": str(self.cert_dir),
+                },
+            },
         )
         self.process = ControllerProcess(
             kubeconfig=kubeconfig,

@@ -35,7 +35,7 @@ from jobset_controller.controller.webhookcerts import (
 from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.controller import ControllerProcess
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
@@ -118,15 +118,12 @@ async def controller_as_service_account(
     certs = tmp_path / "certs"  # empty: the controller writes its own certificate here
     port = free_port()
     config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": True, "resourceNamespace": home},
-                "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "leaderElection": {"leaderElect": True, "resourceNamespace": home},
+            "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
+        },
     )
     base = f"https://127.0.0.1:{port}"
     mutating = jobset_webhook_configuration(

@@ -39,12 +39,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from jobset_controller.api.manifest import check_manifest
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.controller import ControllerProcess
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.polling import eventually
@@ -116,16 +115,13 @@ class HealthPoller:
 @pytest.fixture
 def controller_process(control_plane: ControlPlane, tmp_path: Path) -> Iterator[ControllerProcess]:
     config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "featureGates": {"RestartJob": True},
-                # Internal certificates (the default) on a free loopback port, files under tmp.
-                "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "certs")},
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "featureGates": {"RestartJob": True},
+            # Internal certificates (the default) on a free loopback port, files under tmp.
+            "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "certs")},
+        },
     )
     process = ControllerProcess(
         kubeconfig=control_plane.kubeconfig,

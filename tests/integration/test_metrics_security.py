@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.controller import ControllerProcess
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.prometheus import Prometheus, https_scrape_config
@@ -60,17 +60,14 @@ def scrape(port: int, token: str | None) -> tuple[int, str]:
 def running(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Running]:
     home = f"jobset-system-{uuid.uuid4().hex[:6]}"
     config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": False},
-                "internalCertManagement": {"enable": False},
-                # No webhooks: this test is about /metrics, and port 9443 may be taken.
-                "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "none")},
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            # No webhooks: this test is about /metrics, and port 9443 may be taken.
+            "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "none")},
+        },
     )
     metrics_port, health_port = free_port(), free_port()
     log = tmp_path / "controller.log"

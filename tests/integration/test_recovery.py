@@ -16,21 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jobset_controller.api.constants import JOBSET_NAME_KEY, RESTARTS_KEY
 from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.controller import ControllerProcess
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
@@ -43,16 +39,6 @@ ACCOUNT = "controller-manager"
 def _jobset(name: str, **spec: Any) -> dict[str, Any]:
     workers = replicated_job("workers", 2, backoff_limit=0)
     return jobset_manifest(name, replicated_jobs=[workers], **spec)
-
-
-def _probe(port: int, path: str) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
-            return int(reply.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
-    except OSError:
-        return 0
 
 
 class Workload:
@@ -102,22 +88,19 @@ class Workload:
 
 
 @pytest.fixture
-def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[tuple[Any, int, Path]]:
-    """`jobset-controller run` as the shipped ServiceAccount; yields (process, probe port, log)."""
+def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[ControllerProcess]:
+    """`jobset-controller run` as the shipped ServiceAccount."""
     home = f"jobset-recovery-{uuid.uuid4().hex[:6]}"
     certs = tmp_path / "no-certs"  # no serving certificates: no webhook server
     certs.mkdir()
     config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": False},
-                "webhook": {"certDir": str(certs)},
-                "internalCertManagement": {"enable": False},
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "leaderElection": {"leaderElect": False},
+            "webhook": {"certDir": str(certs)},
+            "internalCertManagement": {"enable": False},
+        },
     )
     log = tmp_path / "controller.log"
     health = free_port()
@@ -130,14 +113,10 @@ def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[tupl
             args=["--log-format=json"],
         )
         try:
-            yield process.proc, health, log
+            yield process
         finally:
             process.stop(30)
     control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
-
-
-def _tail(log: Path) -> str:
-    return log.read_text()[-3000:]
 
 
 def _log_messages(log: Path) -> list[dict[str, Any]]:
@@ -156,9 +135,9 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
     control_plane: ControlPlane,
     kube: KubeClient,
     namespace: str,
-    run_controller: tuple[subprocess.Popen[bytes], int, Path],
+    run_controller: ControllerProcess,
 ) -> None:
-    proc, health, log = run_controller
+    process = run_controller
     work = Workload(kube, namespace)
     clients: list[KubeClient] = []
 
@@ -171,7 +150,7 @@ async def test_controller_recovers_from_apiserver_restart_and_etcd_compaction_wi
         return Workload(client, namespace)
 
     try:
-        await _run_disruptions(control_plane, work, namespace, health, proc, log, restart_apiserver)
+        await _run_disruptions(control_plane, work, namespace, process, restart_apiserver)
     finally:
         for client in clients:
             await client.close()
@@ -181,15 +160,13 @@ async def _run_disruptions(
     control_plane: ControlPlane,
     work: Workload,
     namespace: str,
-    health: int,
-    proc: subprocess.Popen[bytes],
-    log: Path,
+    process: ControllerProcess,
     restart_apiserver: Callable[[], Awaitable[Workload]],
 ) -> None:
     kube = work.kube
 
     async def ready() -> bool:
-        return await asyncio.to_thread(_probe, health, "/readyz") == 200
+        return await asyncio.to_thread(process.probe, "/readyz") == 200
 
     await eventually(ready, "controller ready", 90, interval=0.25, tolerate=(ApiError, OSError))
 
@@ -248,17 +225,17 @@ async def _run_disruptions(
         all_completed, f"{names} all Completed", 120, interval=0.25, tolerate=(ApiError, OSError)
     )
     assert (await work.status("before-1")).get("restarts") == 1
-    assert proc.poll() is None, _tail(log)
-    assert await asyncio.to_thread(_probe, health, "/healthz") == 200
-    assert await asyncio.to_thread(_probe, health, "/readyz") == 200
+    assert process.proc.poll() is None, process.tail()
+    assert await asyncio.to_thread(process.probe, "/healthz") == 200
+    assert await asyncio.to_thread(process.probe, "/readyz") == 200
     # The disruptions reached the controller (else this test proved nothing): its informers
     # logged a broken watch or an expired resourceVersion.
     noticed = {
         entry.get("msg")
-        for entry in _log_messages(log)
+        for entry in _log_messages(process.log)
         if entry.get("msg") in ("list/watch failed", "watch expired, relisting")
     }
-    assert noticed, f"no watch trouble logged: {_tail(log)}"
+    assert noticed, f"no watch trouble logged: {process.tail()}"
 
 
 async def _compact(control_plane: ControlPlane, kube: KubeClient, namespace: str) -> None:

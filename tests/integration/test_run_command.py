@@ -24,6 +24,7 @@ import yaml
 
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
@@ -103,23 +104,20 @@ def wait_for(check: Callable[[], bool], within: float, what: str) -> float:
 @pytest.fixture
 def config_file(tmp_path: Path, namespace: str) -> Path:
     path = tmp_path / "config.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {
-                    "leaderElect": True,
-                    "resourceNamespace": namespace,
-                    "leaseDuration": f"{LEASE:g}s",
-                    "renewDeadline": f"{RENEW:g}s",
-                    "retryPeriod": f"{RETRY:g}s",
-                },
-                # Internal certificates (the default): the Secret lives in the Lease's namespace;
-                # every process serves the webhooks on its own free port from a certDir here.
-                "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "certs")},
-            }
-        )
+    write_configuration(
+        path,
+        {
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceNamespace": namespace,
+                "leaseDuration": f"{LEASE:g}s",
+                "renewDeadline": f"{RENEW:g}s",
+                "retryPeriod": f"{RETRY:g}s",
+            },
+            # Internal certificates (the default): the Secret lives in the Lease's namespace;
+            # every process serves the webhooks on its own free port from a certDir here.
+            "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "certs")},
+        },
     )
     return path
 

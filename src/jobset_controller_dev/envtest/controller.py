@@ -8,10 +8,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Final
+
+import yaml
 
 from jobset_controller_dev.envtest.processes import free_port
+
+CONFIG_API_VERSION: Final = "config.jobset.x-k8s.io/v1alpha1"
 
 
 class ControllerProcess:
@@ -78,3 +83,11 @@ class ControllerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return self.proc.wait()
+
+
+def write_configuration(path: Path, sections: Mapping[str, Any]) -> Path:
+    """Write the controller's Configuration file (``config.jobset.x-k8s.io/v1alpha1``) holding
+    ``sections`` (``leaderElection``, ``webhook``, ...) and return its path."""
+    document = {"apiVersion": CONFIG_API_VERSION, "kind": "Configuration", **sections}
+    path.write_text(yaml.safe_dump(document))
+    return path

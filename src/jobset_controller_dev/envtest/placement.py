@@ -19,10 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import yaml
-
 from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
-from jobset_controller_dev.envtest.controller import ControllerProcess
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.webhooks import MUTATING, VALIDATING, pod_webhook_configuration
@@ -61,16 +59,13 @@ class PlacementController:
         (certs / "tls.key").write_bytes(pair.key.read_bytes())
         port, health = free_port(), free_port()
         config: dict[str, Any] = {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
             "leaderElection": {"leaderElect": False, "resourceNamespace": CONTROLLER_NAMESPACE},
             "internalCertManagement": {"enable": False},
             "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
         }
         if self.followers is not None:
             config["exclusivePlacement"] = {"followers": self.followers}
-        config_file = self.workdir / "controller-config.yaml"
-        config_file.write_text(yaml.safe_dump(config))
+        config_file = write_configuration(self.workdir / "controller-config.yaml", config)
         self._unregister()
         if self.followers is not None:
             base = f"https://127.0.0.1:{port}"

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
+from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kueue import Kueue
 from jobset_controller_dev.envtest.kueue_objects import KueueNamespace
@@ -45,19 +45,16 @@ def jobset_controller(cluster: FullCluster, log_name: str) -> Iterator[subproces
     log = cluster.workdir / log_name
     stem = log_name.removesuffix(".log")
     config = cluster.workdir / f"{stem}.config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "internalCertManagement": {"enable": False},
-                "webhook": {
-                    "host": "127.0.0.1",
-                    "port": free_port(),
-                    "certDir": str(cluster.workdir / f"{stem}-webhook-certs"),
-                },
-            }
-        )
+    write_configuration(
+        config,
+        {
+            "internalCertManagement": {"enable": False},
+            "webhook": {
+                "host": "127.0.0.1",
+                "port": free_port(),
+                "certDir": str(cluster.workdir / f"{stem}-webhook-certs"),
+            },
+        },
     )
     proc = subprocess.Popen(
         [
