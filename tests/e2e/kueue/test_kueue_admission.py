@@ -99,9 +99,13 @@ def test_preemption_suspends_the_lower_priority_jobset_which_resumes_elsewhere(
     low_class = kenv.priority_class("low", 10)
     high_class = kenv.priority_class("high", 1000)
 
+    # The low pods must still be running when the preemption lands: Kueue evicts, we suspend the
+    # Jobs, the Job controller deletes their pods. 12 s was too short once on a busy CI machine
+    # (the pods finished first and stayed Succeeded); 40 s leaves room, at the price of the
+    # resumed pods taking as long.
     low = jobset(
         "low",
-        rjob("workers", replicas=2, cpu="2", annotations={RUN_DURATION_ANNOTATION: "12s"}),
+        rjob("workers", replicas=2, cpu="2", annotations={RUN_DURATION_ANNOTATION: "40s"}),
         labels={PRIORITY_CLASS_LABEL: low_class},
     )
     kenv.create_jobset(low)
