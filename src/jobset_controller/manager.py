@@ -61,6 +61,7 @@ from jobset_controller.runtime.leaderelection import (
     LeadershipLost,
 )
 from jobset_controller.runtime.looplag import LoopLagMonitor
+from jobset_controller.runtime.memtrim import malloc_trim, trim_once_quiet
 from jobset_controller.runtime.metrics_workqueue import PrometheusWorkQueueMetricsProvider
 from jobset_controller.runtime.metricsauth import DelegatingAuth
 from jobset_controller.runtime.servingtls import (
@@ -269,6 +270,7 @@ class Manager:
                 # send nothing but reads: the probe is a dry-run create).
                 await self._detect_placement_mode(tasks, parts)
                 working = tasks.spawn(self._all_workers(parts), "workers")
+                tasks.spawn(trim_once_quiet(lambda: parts.queue.idle, self.clock), "memory-trim")
                 await self._work_until_stopped(working, renew)
                 await self._drain(parts, working, renew)
                 await self._flush_events(parts.recorder)
@@ -448,6 +450,7 @@ class Manager:
             log.error("caches did not sync", timeout=timeout)
             raise _Exit(1)
         gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
+        malloc_trim()  # the list pages' garbage (runtime/memtrim.py); a standby stays here
         log.info("caches synced", jobsets=len(parts.controller.jobsets.store))
 
     async def _lead(

@@ -132,6 +132,11 @@ class WorkQueue(Generic[K]):
         return len(self._queue)
 
     @property
+    def idle(self) -> bool:
+        """No key queued and none in flight (keys waiting out a delay do not count)."""
+        return not self._queue and not self._processing
+
+    @property
     def shutting_down(self) -> bool:
         """True once `shutdown` or `shut_down_with_drain` has been called."""
         return self._shutting_down

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
+import orjson
 import pytest
 
 from jobset_controller.runtime.informer import Store, index_by_namespace
@@ -53,3 +55,51 @@ def test_compact_store_reads_are_fresh_copies() -> None:
     first["metadata"]["labels"]["mutated"] = "by a reader"
 
     assert store.get("ns/a") == obj("a")
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_an_index_value_moving_between_one_and_many_keys_answers_every_step(
+    compact: bool,
+) -> None:
+    store = Store({"owner": by_owner}, compact=compact)
+
+    def owned(value: str) -> list[str]:
+        return [o["metadata"]["name"] for o in store.by_index("owner", value)]
+
+    store.put(obj("a", owner="x"))
+    assert owned("x") == ["a"]
+    store.put(obj("a", rv="2", owner="x"))  # the same key again: still one
+    assert owned("x") == ["a"]
+    store.put(obj("b", owner="x"))
+    store.put(obj("c", owner="x"))
+    assert owned("x") == ["a", "b", "c"]
+    store.remove("ns/b")
+    store.remove("ns/a")
+    assert owned("x") == ["c"]
+    store.put(obj("c", rv="2", owner="y"))
+    assert owned("x") == []
+    assert owned("y") == ["c"]
+    store.remove("ns/c")
+    assert owned("y") == []
+
+
+def test_compact_store_keeps_objects_like_the_first_in_a_fraction_of_their_deflated_size() -> None:
+    """The first object primes the deflate dictionary; its siblings cost a fraction of what
+    deflate alone makes of them, and an object unlike it still reads back whole."""
+    store = Store(compact=True)
+
+    def sibling(i: int) -> dict[str, Any]:
+        item = obj(f"train-workers-{i}", rv=str(1000 + i), owner="train")
+        item["spec"] = {"image": "registry.example/trainer:v1", "args": ["--epochs=10"] * 5}
+        return item
+
+    for i in range(20):
+        store.put(sibling(i))
+    stranger = {"metadata": {"name": "z", "namespace": "q"}, "data": list(range(50))}
+    store.put(stranger)
+
+    kept = store._items["ns/train-workers-7"]
+    alone = zlib.compress(orjson.dumps(sibling(7)), 1)
+    assert len(kept) * 2 < len(alone), (len(kept), len(alone))
+    assert store.get("ns/train-workers-7") == sibling(7)
+    assert store.get("q/z") == stranger
