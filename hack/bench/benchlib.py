@@ -212,11 +212,13 @@ class Controller:
         """Start; returns the seconds from spawning the process to /readyz answering 200."""
         env = {**os.environ, "PYTHONPATH": str(self.src)}
         cli = (self.src / "jobset_controller" / "cli.py").read_text()
-        # No webhook: its certificate directory is empty (another process may hold :9443).
+        # The webhook on a port of its own (internal certificate management fills certDir), so
+        # two controllers of one run, or another process on :9443, never compete for it.
         config = self.log_path.with_suffix(".config.yaml")
         config.write_text(
             "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
-            f"webhook:\n  certDir: {config.parent / 'no-certs'}\n"
+            f"webhook:\n  certDir: {config.parent / 'no-certs'}\n  host: 127.0.0.1\n"
+            f"  port: {free_port()}\n"
         )
         args = [
             sys.executable, "-m", "jobset_controller", "run",

@@ -134,6 +134,11 @@ def controller_namespace(leader_election_configured: str) -> str:
     return _pod_namespace() or leader_election_configured or "default"
 
 
+# The webhook server's listen retries (seconds).
+_LISTEN_RETRY_FIRST = 1.0
+_LISTEN_RETRY_MAX = 30.0
+
+
 class _Exit(Exception):
     """Raised by a phase of `Manager.run` to end the run with `code` (after teardown)."""
 
@@ -423,13 +428,19 @@ class Manager:
         tasks.spawn(self._start_webhook_server(webhooks), "webhook-server")
 
     async def _start_webhook_server(self, webhooks: _Webhooks) -> None:
+        """Listen, retrying while the port is taken (a previous process on the host network
+        still holding it, say): 1 s doubling to 30 s. Not fatal to reconciling; /readyz says
+        the webhook is not served until it is."""
         await webhooks.tls.wait_loaded()
-        try:
-            await webhooks.server.start()
-        except OSError as error:
-            # Not fatal to reconciling; /readyz keeps saying the webhook is not served.
-            log.error("webhook server cannot listen", error=str(error))
-            return
+        delay = _LISTEN_RETRY_FIRST
+        while True:
+            try:
+                await webhooks.server.start()
+                break
+            except OSError as error:
+                log.error("webhook server cannot listen", error=str(error), retry_in_s=delay)
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, _LISTEN_RETRY_MAX)
         self.webhook_port = webhooks.server.port
 
     def _start_background(self, tasks: _Tasks, parts: _Parts) -> None:

@@ -86,11 +86,17 @@ class Replica:
     """One `jobset-controller run` process with its own identity, ports and certDir."""
 
     def __init__(
-        self, kubeconfig: Path, home: str, workdir: Path, user: str, extra: tuple[str, ...] = ()
+        self,
+        kubeconfig: Path,
+        home: str,
+        workdir: Path,
+        user: str,
+        extra: tuple[str, ...] = (),
+        webhook_port: int | None = None,
     ) -> None:
         workdir.mkdir()
         self.user = user
-        self.webhook_port, self.health_port = free_port(), free_port()
+        self.webhook_port, self.health_port = webhook_port or free_port(), free_port()
         self.cert_dir = workdir / "certs"
         self.log = workdir / "controller.log"
         config = workdir / "config.yaml"
@@ -143,7 +149,7 @@ class Install:
         self.kubeconfigs: dict[str, Path] = {}
         self.replicas: list[Replica] = []
 
-    def start(self, *extra: str) -> Replica:
+    def start(self, *extra: str, webhook_port: int | None = None) -> Replica:
         account = ACCOUNTS[len(self.replicas)]
         replica = Replica(
             self.kubeconfigs[account],
@@ -151,6 +157,7 @@ class Install:
             self.tmp / account,
             service_account_user(self.home, account),
             extra,
+            webhook_port,
         )
         self.replicas.append(replica)
         return replica
@@ -276,6 +283,31 @@ async def test_a_fresh_install_creates_the_secret_injects_the_ca_and_admits_jobs
     await kube.replace(path, configuration)
     await eventually(install.injected, "the caBundle injected again", 20, interval=0.2)
     assert await install.admitted("after-reset")
+    assert a.proc.poll() is None
+
+
+async def test_a_webhook_port_taken_at_start_is_retried_until_it_is_free(
+    install: Install, kube: KubeClient
+) -> None:
+    """Another process holds the port (an old pod on the host network, say): the controller
+    logs it, stays unready for the webhook, and serves as soon as the port is released."""
+    port = free_port()
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    try:
+        a = install.start(webhook_port=port)
+        await install.register(port, port)
+        await eventually(lambda: "webhook server cannot listen" in a.tail(), "logged", 60)
+        status, body = a.ready()
+        assert status != 200
+        assert "webhook" in body, body
+    finally:
+        holder.close()
+    await eventually(lambda: a.ready()[0] == 200, "ready once the port is free", 45, interval=0.2)
+    await eventually(install.injected, "the CA injected", 30, interval=0.2)
+    await eventually(lambda: install.admitted("after-free"), "a JobSet admitted", 30, interval=0.2)
     assert a.proc.poll() is None
 
 
