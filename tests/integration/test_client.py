@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import pytest
+import yaml
 
 from jobset_controller.runtime.client import AlreadyExists, Conflict, Invalid, KubeClient, NotFound
+from jobset_controller.runtime.kubeconfig import in_cluster
+from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 
 
@@ -38,3 +45,32 @@ async def test_api_errors_arrive_as_typed_exceptions(kube: KubeClient, namespace
     bad["spec"] = {"ttlSecondsAfterFinished": -1}
     with pytest.raises(Invalid, match=r"spec\.ttlSecondsAfterFinished"):
         await kube.create(path, bad)
+
+
+async def test_in_cluster_credentials_reach_the_api_server_as_the_service_account(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """What a pod sees (KUBERNETES_SERVICE_HOST/PORT, the mounted token and CA) is enough to
+    talk to a real API server, authenticated as the ServiceAccount."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    config = control_plane.service_account_kubeconfig(
+        "in-cluster-test", "pod", tmp_path / "kubeconfig"
+    )
+    token = yaml.safe_load(config.read_text())["users"][0]["user"]["token"]
+    (account / "token").write_text(token)
+    shutil.copy(control_plane.workdir / "pki" / "ca.crt", account / "ca.crt")
+    server = urlsplit(control_plane.server)
+    env = {
+        "KUBERNETES_SERVICE_HOST": str(server.hostname),
+        "KUBERNETES_SERVICE_PORT": str(server.port),
+    }
+    client = KubeClient.for_access(in_cluster(env, account))
+    try:
+        review = await client.create(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    finally:
+        await client.close()
+    assert review["status"]["userInfo"]["username"] == "system:serviceaccount:in-cluster-test:pod"

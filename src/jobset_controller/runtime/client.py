@@ -2,9 +2,9 @@
 
 Why not the generated API classes: they deserialise into model objects 20-40x slower than a raw
 JSON parse, hold three times the memory, drop unknown fields, and send a dict given to a typed
-patch method as a strategic-merge patch, which CRDs reject. So this wrapper borrows only
-authentication and transport from the official asyncio client (`kubernetes.aio`: kubeconfig,
-in-cluster config, exec/token refresh, its aiohttp session) and speaks raw JSON over it.
+patch method as a strategic-merge patch, which CRDs reject. So this wrapper speaks raw JSON over
+an aiohttp session; where the server is and which credentials to send come from
+runtime/kubeconfig.py (which hands exec and auth-provider kubeconfigs to the official loader).
 
 What it adds, like client-go's rest client:
 - a client-side token bucket (QPS/burst, 500/500 by default as upstream's flags);
@@ -20,10 +20,10 @@ What it adds, like client-go's rest client:
 - a watch stream reader that splits lines itself (objects of any size; aiohttp's readline stops
   at its buffer limit) and has a read timeout, so a half-open connection cannot hang a watch.
 
-Per-request cost (a benchmark figure, hack/bench/cpu_bench.py): kubernetes.aio builds its session
-with `trust_env=True`, which makes aiohttp hop to a thread TWICE per request (to read ~/.netrc and
-to look up proxy variables); that was a fifth of the controller's CPU when creating Jobs. The
-session here is built without it; the proxy the environment names for the API server
+Per-request cost (a benchmark figure, hack/bench/cpu_bench.py): the official client builds its
+session with `trust_env=True`, which makes aiohttp hop to a thread TWICE per request (to read
+~/.netrc and to look up proxy variables); that was a fifth of the controller's CPU when creating
+Jobs. The session here is built without it; the proxy the environment names for the API server
 (HTTPS_PROXY/NO_PROXY, as client-go honours them) is looked up once at connect, as client-go does,
 and passed with every request. netrc is not read: a credential from it could never be used anyway
 (aiohttp refuses it next to the bearer token's Authorization header, and client-go ignores netrc).
@@ -46,12 +46,16 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from yarl import URL
 
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
+from jobset_controller.runtime.kubeconfig import ClusterAccess, Credentials
+from jobset_controller.runtime.kubeconfig import load as load_access
 from jobset_controller.runtime.ratelimit import TokenBucket
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
+_POOL_SIZE = 100
+_READ_BUFFER = 2**21
 _REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
 
@@ -157,7 +161,7 @@ class KubeClient:
         *,
         server: str,
         session: aiohttp.ClientSession,
-        token: Any,
+        credentials: Credentials,
         settings: ClientSettings,
         metrics: RestClientMetrics,
         bucket: TokenBucket,
@@ -171,7 +175,7 @@ class KubeClient:
         self._rng = rng
         self._host = urlsplit(self.server).netloc
         self._session = session
-        self._token = token
+        self._credentials = credentials
         self.settings = settings
         self._metrics = metrics
         self._bucket = bucket
@@ -194,38 +198,42 @@ class KubeClient:
         clock: Clock | None = None,
         rng: RandomSource = random,
     ) -> KubeClient:
-        """Load credentials (kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster)."""
-        from kubernetes.aio.client import Configuration
-        from kubernetes.aio.client.rest import RESTClientObject
-        from kubernetes.aio.config import (
-            ConfigException,
-            load_incluster_config,
-            load_kube_config,
+        """Load credentials (kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster:
+        runtime/kubeconfig.py) and open the connection pool."""
+        return cls.for_access(
+            await load_access(kubeconfig, context),
+            settings=settings,
+            registry=registry,
+            clock=clock,
+            rng=rng,
         )
 
+    @classmethod
+    def for_access(
+        cls,
+        access: ClusterAccess,
+        *,
+        settings: ClientSettings | None = None,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
+    ) -> KubeClient:
+        """A client for a server and credentials already loaded; must run in the event loop."""
         settings = settings or ClientSettings()
-        configuration = Configuration()
-        try:
-            await load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-        except (ConfigException, FileNotFoundError, OSError):
-            if kubeconfig is not None:
-                raise
-            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        # kubernetes.aio's transport (SSL context from the config, a 2 MiB read buffer) without
-        # trust_env: the environment's proxy is looked up once here (module docstring).
-        configuration.client_session_kwargs = {
-            **(getattr(configuration, "client_session_kwargs", None) or {}),
-            "trust_env": False,
-        }
-        session = RESTClientObject(configuration)._create_pool_manager()
-        proxy, proxy_auth = _env_proxy(configuration.host)
+        # No trust_env: the environment's proxy is looked up once here (module docstring).
+        # 100 connections, as the official client's pool; watch events can be larger than
+        # aiohttp's default read buffer.
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=_POOL_SIZE, ssl=access.ssl_context),
+            read_bufsize=_READ_BUFFER,
+            trust_env=False,
+        )
+        proxy, proxy_auth = _env_proxy(access.server)
         clock = clock or RealClock()
         return cls(
-            server=configuration.host,
+            server=access.server,
             session=session,
-            token=configuration,
+            credentials=access.credentials,
             settings=settings,
             metrics=RestClientMetrics(registry),
             bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=clock),
@@ -248,9 +256,9 @@ class KubeClient:
             self._base_headers[content_type] = base
         headers = dict(base)
         # Asked every time: an exec plugin or a projected token may have refreshed it.
-        token = await self._token.get_api_key_with_prefix("BearerToken")
-        if token:
-            headers["Authorization"] = token
+        authorization = await self._credentials.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         return headers
 
     def _count(self, code: str, method: str) -> None:

@@ -21,6 +21,7 @@ from jobset_controller.runtime.client import (
     ServerError,
 )
 from jobset_controller.runtime.clock import FakeClock, RandomSource
+from jobset_controller.runtime.kubeconfig import NoCredentials
 from jobset_controller.runtime.ratelimit import TokenBucket
 
 Answer = tuple[int, dict[str, str]] | Exception
@@ -50,16 +51,11 @@ class ScriptedSession:
         yield Reply(*answer)
 
 
-class NoToken:
-    async def get_api_key_with_prefix(self, name: str) -> str:
-        return ""
-
-
 def client_for(session: ScriptedSession, clock: FakeClock, draws: RandomSource) -> KubeClient:
     return KubeClient(
         server="https://api.test",
         session=session,  # type: ignore[arg-type]
-        token=NoToken(),
+        credentials=NoCredentials(),
         settings=ClientSettings(),
         metrics=RestClientMetrics(None),
         bucket=TokenBucket(qps=500, burst=500, clock=clock),

@@ -1,0 +1,260 @@
+"""Kubeconfig and in-cluster loading: which server, which credentials, which errors."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobset_controller.runtime import kubeconfig
+from jobset_controller.runtime.certs import Action, CertPolicy, Identity, renew
+from jobset_controller.runtime.kubeconfig import (
+    ConfigError,
+    TokenFile,
+    in_cluster,
+    kubeconfig_paths,
+    load,
+)
+
+
+def pki() -> tuple[bytes, bytes, bytes]:
+    """A CA bundle and a certificate/key pair it issued (PEM)."""
+    material = renew(
+        None,
+        Action.NEW_CA,
+        Identity("test-ca", "test", ("client.test",)),
+        CertPolicy(),
+        datetime.datetime.now(datetime.UTC),
+    )
+    return material.ca_bundle, material.cert, material.key
+
+
+def leftover_key_directories() -> list[str]:
+    """Directories the loader made for certificate data and did not remove."""
+    return [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("jobset-kubeconfig-")]
+
+
+def b64(data: bytes | str) -> str:
+    return base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()
+
+
+def write(path: Path, *, user: dict[str, Any], cluster: dict[str, Any] | None = None,
+          current: str = "main", name: str = "main") -> Path:  # fmt: skip
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster or {"server": f"https://{name}.test:6443"}}],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": current,
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+async def test_a_token_user_sends_a_bearer_header(tmp_path: Path) -> None:
+    access = await load(str(write(tmp_path / "config", user={"token": "abc"})))
+    assert access.server == "https://main.test:6443"
+    assert await access.credentials.authorization() == "Bearer abc"
+    assert access.source == "main"
+    assert "abc" not in repr(access.credentials)
+
+
+async def test_a_token_file_is_relative_to_the_kubeconfig_and_read_again_after_its_ttl(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "token").write_text("first\n")
+    access = await load(str(write(tmp_path / "config", user={"tokenFile": "token"})))
+    assert await access.credentials.authorization() == "Bearer first"
+    (tmp_path / "token").write_text("second")
+    assert await access.credentials.authorization() == "Bearer first"  # within the minute
+    rotating = TokenFile(tmp_path / "token", ttl=0.0)
+    (tmp_path / "token").write_text("third")
+    assert await rotating.authorization() == "Bearer third"
+    (tmp_path / "token").unlink()  # a failed re-read keeps the last token
+    assert await rotating.authorization() == "Bearer third"
+
+
+async def test_basic_credentials_are_sent_as_basic_auth(tmp_path: Path) -> None:
+    access = await load(
+        str(write(tmp_path / "config", user={"username": "ann", "password": "s3cret"}))
+    )
+    assert await access.credentials.authorization() == f"Basic {b64('ann:s3cret')}"
+
+
+async def test_client_certificate_data_and_ca_data_build_a_verifying_context(
+    tmp_path: Path,
+) -> None:
+    ca, cert, key = pki()
+    access = await load(
+        str(
+            write(
+                tmp_path / "config",
+                user={"client-certificate-data": b64(cert), "client-key-data": b64(key)},
+                cluster={"server": "https://x.test", "certificate-authority-data": b64(ca)},
+            )
+        )
+    )
+    assert access.ssl_context.verify_mode == ssl.CERT_REQUIRED
+    assert access.ssl_context.check_hostname
+    assert [c["subject"] for c in access.ssl_context.get_ca_certs()] == [
+        ((("commonName", "test-ca"),), (("organizationName", "test"),))
+    ]
+    assert await access.credentials.authorization() is None
+    assert leftover_key_directories() == []
+
+
+async def test_certificate_files_are_relative_to_the_kubeconfig(tmp_path: Path) -> None:
+    ca, cert, key = pki()
+    (tmp_path / "pki").mkdir()
+    for name, blob in (("ca.crt", ca), ("client.crt", cert), ("client.key", key)):
+        (tmp_path / "pki" / name).write_bytes(blob)
+    access = await load(
+        str(
+            write(
+                tmp_path / "config",
+                user={"client-certificate": "pki/client.crt", "client-key": "pki/client.key"},
+                cluster={"server": "https://x.test", "certificate-authority": "pki/ca.crt"},
+            )
+        )
+    )
+    assert len(access.ssl_context.get_ca_certs()) == 1
+
+
+async def test_insecure_skip_tls_verify_turns_verification_off(tmp_path: Path) -> None:
+    access = await load(
+        str(
+            write(
+                tmp_path / "config",
+                user={"token": "t"},
+                cluster={"server": "https://x.test", "insecure-skip-tls-verify": True},
+            )
+        )
+    )
+    assert access.ssl_context.verify_mode == ssl.CERT_NONE
+    assert not access.ssl_context.check_hostname
+
+
+@pytest.mark.parametrize(
+    ("user", "cluster", "context", "message"),
+    [
+        ({"token": "t"}, None, "other", "context 'other' not found"),
+        ({"client-certificate-data": b64("x")}, None, None, "needs both cert and key"),
+        ({"token": "t"}, {"server": ""}, None, "has no server"),
+        ({"token": "t"}, {"server": "https://x", "certificate-authority-data": "!!"}, None,
+         "not valid base64"),
+        ({"token": "t"}, {"server": "https://x", "certificate-authority": "missing.crt"}, None,
+         "unusable CA certificate"),
+        ({"tokenFile": "missing-token"}, None, None, "cannot read the token file"),
+    ],
+)  # fmt: skip
+async def test_a_broken_kubeconfig_is_an_error_naming_what_is_wrong(
+    tmp_path: Path,
+    user: dict[str, Any],
+    cluster: dict[str, Any] | None,
+    context: str | None,
+    message: str,
+) -> None:
+    path = write(tmp_path / "config", user=user, cluster=cluster)
+    with pytest.raises(ConfigError, match=message):
+        await load(str(path), context)
+
+
+async def test_kubeconfig_list_merges_first_definition_and_first_current_context_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = write(tmp_path / "a", user={"token": "from-a"}, current="", name="shared")
+    second = write(tmp_path / "b", user={"token": "from-b"}, current="shared", name="shared")
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{tmp_path / 'absent'}:{second}")
+    assert kubeconfig_paths(os.environ) == [first, second]
+    access = await load()
+    assert access.source == "shared"
+    assert await access.credentials.authorization() == "Bearer from-a"
+
+
+def test_without_kubeconfig_the_home_config_is_used_if_it_exists(tmp_path: Path) -> None:
+    assert kubeconfig_paths({"HOME": str(tmp_path)}) == []
+    (tmp_path / ".kube").mkdir()
+    write(tmp_path / ".kube" / "config", user={"token": "t"})
+    assert kubeconfig_paths({"HOME": str(tmp_path)}) == [tmp_path / ".kube" / "config"]
+
+
+async def test_in_cluster_reads_the_service_host_the_token_and_the_ca(tmp_path: Path) -> None:
+    ca, _, _ = pki()
+    (tmp_path / "token").write_text("pod-token")
+    (tmp_path / "ca.crt").write_bytes(ca)
+    env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+    access = in_cluster(env, tmp_path)
+    assert access.server == "https://[fd00::1]:443"
+    assert await access.credentials.authorization() == "Bearer pod-token"
+    assert len(access.ssl_context.get_ca_certs()) == 1
+    assert access.source == "in-cluster"
+
+
+def test_outside_a_cluster_in_cluster_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not running in a cluster"):
+        in_cluster({}, tmp_path)
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        in_cluster({"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "1"}, tmp_path)
+
+
+async def test_no_kubeconfig_and_no_cluster_is_one_error_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ConfigError, match=r"no kubeconfig .* and not running in a cluster"):
+        await load()
+
+
+async def test_exec_and_auth_provider_users_go_to_the_official_loader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[list[Path], str]] = []
+
+    official_access = kubeconfig.ClusterAccess(
+        "https://official", ssl.create_default_context(), kubeconfig.NoCredentials(), "x"
+    )
+
+    async def official(paths: list[Path], context: str) -> kubeconfig.ClusterAccess:
+        calls.append((paths, context))
+        return official_access
+
+    monkeypatch.setattr(kubeconfig, "_official", official)
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "aws"}}
+    path = write(tmp_path / "exec", user=exec_user)
+    assert await load(str(path)) is official_access
+    path = write(tmp_path / "provider", user={"auth-provider": {"name": "oidc"}})
+    assert await load(str(path)) is official_access
+    assert calls == [([tmp_path / "exec"], "main"), ([tmp_path / "provider"], "main")]
+
+
+async def test_an_exec_plugin_kubeconfig_works_through_the_official_loader(tmp_path: Path) -> None:
+    """The delegated path for real: a plugin that prints an ExecCredential."""
+    plugin = tmp_path / "plugin.sh"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"token": "from-plugin"},
+    }
+    plugin.write_text(f"#!/bin/sh\necho '{json.dumps(credential)}'\n")
+    plugin.chmod(0o755)
+    exec_user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": str(plugin),
+            "interactiveMode": "Never",
+        }
+    }
+    access = await load(str(write(tmp_path / "config", user=exec_user)))
+    assert access.server == "https://main.test:6443"
+    assert await access.credentials.authorization() == "Bearer from-plugin"
