@@ -279,6 +279,15 @@ class Controller:
                     out[key] = out.get(key, 0.0) + value
         return out
 
+    async def passes(self) -> float:
+        """Reconcile passes of the JobSet controller so far (controller_runtime_reconcile_total)."""
+        return sum(
+            value
+            for (name, labels), value in (await self.metrics()).items()
+            if name == "controller_runtime_reconcile_total"
+            and dict(labels).get("controller") == "jobset"
+        )
+
     async def lag_buckets(self) -> dict[float, float]:
         """The loop-lag histogram's cumulative buckets (le -> count)."""
         out = {}

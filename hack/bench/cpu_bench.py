@@ -132,6 +132,7 @@ async def run_tree(
             before_raw = await raw_creates(raw, f"raw-a-{tag}", args.big)
             await controller.settle()
             cpu0, req0 = controller.cpu(), await controller.requests()
+            passes0 = await controller.passes()
             started = time.perf_counter()
             await raw.request("POST", JOBSETS.format(ns=ns), jobset("big", args.big))
             await jobs.wait(lambda: len(jobs.objects) >= args.big)
@@ -145,6 +146,7 @@ async def run_tree(
             out["big_raw_cpu_s"] = (before_raw[1] + after_raw[1]) / 2
             out["big_ratio"] = out["big_s"] / out["big_raw_s"]
             out["big_writes"] = writes(req0, req1)
+            out["big_passes"] = await controller.passes() - passes0
 
         if "many" in scenarios:
             ns = await namespace("many")
@@ -265,6 +267,7 @@ FIGURES = (
     ("big_raw_cpu_s", "1x{big}: raw client's own CPU (s)"),
     ("big_cpu_s", "1x{big}: controller CPU (s)"),
     ("big_writes", "1x{big}: writes"),
+    ("big_passes", "1x{big}: reconcile passes"),
     ("many_s", "{many}x4: all Jobs exist (s)"),
     ("many_cpu_s", "{many}x4: controller CPU (s)"),
     ("many_writes", "{many}x4: writes"),

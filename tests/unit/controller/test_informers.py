@@ -48,6 +48,7 @@ def full_job() -> dict[str, Any]:
             "js-workers-0",
             owner=OWNER,
             labels={JOBSET_NAME_KEY: "js"},
+            annotations={JOBSET_NAME_KEY: "js"},
             managedFields=[{"manager": "kubectl"}],
         ),
         "spec": {
@@ -101,9 +102,9 @@ def test_trim_job_keeps_what_reconcile_reads() -> None:
     }
 
 
-def test_trim_job_drops_managed_fields_containers_volumes_and_other_spec_fields() -> None:
+def test_trim_job_drops_managed_fields_job_annotations_and_unread_spec_fields() -> None:
     trimmed = trim_job(full_job())
-    assert "managedFields" not in trimmed["metadata"]
+    assert {"managedFields", "annotations"}.isdisjoint(trimmed["metadata"])
     pod_spec = trimmed["spec"]["template"]["spec"]
     assert {"containers", "volumes", "restartPolicy"}.isdisjoint(pod_spec)
     assert {"activeDeadlineSeconds", "selector"}.isdisjoint(trimmed["spec"])
