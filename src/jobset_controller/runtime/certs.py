@@ -149,8 +149,14 @@ def _certificates(pem: bytes) -> list[x509.Certificate]:
 
 
 def _private_key(pem: bytes) -> rsa.RSAPrivateKey | None:
+    """The RSA key, without OpenSSL's consistency check of its private numbers: that check
+    costs ~30 ms per key, paid twice at every start. The keys come from our own Secret, and
+    each is compared with its certificate's public key (`_same_public_key`) before use; whoever
+    can write a bad key into that Secret can write any certificate there anyway."""
     try:
-        key = serialization.load_pem_private_key(pem, password=None)
+        key = serialization.load_pem_private_key(
+            pem, password=None, unsafe_skip_rsa_key_validation=True
+        )
     except (ValueError, TypeError):
         return None
     return key if isinstance(key, rsa.RSAPrivateKey) else None
