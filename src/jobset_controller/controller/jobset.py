@@ -8,16 +8,24 @@ for our write enqueues the key again once the cache has caught up.
 
 Nothing here decides JobSet behaviour; that is all in `reconcile`. This module only gathers the
 inputs (the JobSet, read from its cache once per pass; its Jobs by owner UID, its Service, the
-names of the PVCs in its namespace, the feature gates, the time) and hands the Plan to the
-executor. A JobSet that cannot even be parsed gets a Warning event and is not retried (retrying
-cannot fix it; its next change enqueues it again).
+names of the PVCs in its namespace, the feature gates, the time, the exclusive-placement mode)
+and hands the Plan to the executor. A JobSet that cannot even be parsed gets a Warning event and
+is not retried (retrying cannot fix it; its next change enqueues it again).
+
+The exclusive-placement mode is an input like the others (`Snapshot.pod_webhooks`, read without
+I/O), but it must not be stale when Jobs are built from it (`placement_mode`): when a plan creates
+Jobs whose placement depends on it (affinity-strategy exclusive Jobs) and the mode is older than
+`PROBE_PERIOD`, the controller awaits a fresh probe before executing, and if the mode changed,
+reconciles the same snapshot again with the new mode. Any other pass, and every pass of a JobSet
+without exclusive placement, reads the mode as it is and never probes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -27,12 +35,14 @@ from jobset_controller.api import FeatureGates, JobSet
 from jobset_controller.api.naming import jobset_subdomain
 from jobset_controller.controller.executor import Executor
 from jobset_controller.controller.informers import OWNER_UID, build_informers
-from jobset_controller.reconcile import Snapshot, reconcile
+from jobset_controller.controller.placement_mode import PlacementMode
+from jobset_controller.reconcile import Plan, Snapshot, reconcile
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
     WARNING,
     invalid_jobset_message,
 )
+from jobset_controller.reconcile.placement import uses_affinity_strategy
 from jobset_controller.runtime.client import Conflict, KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
@@ -44,6 +54,17 @@ log = structlog.get_logger("jobset-controller")
 
 def _utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
+
+def _pod_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    template = (job.get("spec") or {}).get("template") or {}
+    return (template.get("metadata") or {}).get("annotations") or {}
+
+
+def creates_mode_dependent_jobs(plan: Plan) -> bool:
+    """The plan creates a Job whose placement the mode decides (the affinity strategy of
+    exclusive placement: leader/follower or affinity in the template)."""
+    return any(uses_affinity_strategy(_pod_annotations(job)) for job in plan.jobs_to_create)
 
 
 class JobSetController:
@@ -60,11 +81,11 @@ class JobSetController:
         now: Callable[[], datetime.datetime] = _utc_now,
         clock: Clock | None = None,
         rng: RandomSource = random,
-        pod_webhooks: Callable[[], bool] = lambda: False,
+        placement_mode: PlacementMode | None = None,
     ) -> None:
-        """`pod_webhooks` answers, per pass, whether the pod webhooks are active (the
-        placement mode in force, `placement_mode.PlacementMode`)."""
-        self._pod_webhooks = pod_webhooks
+        """`placement_mode` says whether the pod webhooks are active (None: never, the
+        affinity-in-job fallback; nothing is probed)."""
+        self._placement_mode = placement_mode
         self.jobsets, self.jobs, self.services, self.pvcs = build_informers(
             client, enqueue, clock=clock, rng=rng
         )
@@ -96,6 +117,21 @@ class JobSetController:
             pod_webhooks=self._pod_webhooks(),
         )
 
+    def _pod_webhooks(self) -> bool:
+        return self._placement_mode is not None and self._placement_mode.pod_webhooks()
+
+    async def _plan(self, snapshot: Snapshot) -> Plan:
+        """The pass's plan, built from a mode no older than `PROBE_PERIOD` if it creates Jobs
+        that depend on the mode (module docstring)."""
+        plan = reconcile(snapshot)
+        mode = self._placement_mode
+        if mode is None or mode.is_fresh() or not creates_mode_dependent_jobs(plan):
+            return plan
+        pod_webhooks = await mode.fresh()
+        if pod_webhooks == snapshot.pod_webhooks:
+            return plan  # same mode: the same snapshot gives the same plan
+        return reconcile(dataclasses.replace(snapshot, pod_webhooks=pod_webhooks))
+
     def _cache_is_behind_our_write(self, key: str, raw: dict[str, Any]) -> bool:
         written = self._written.get(key)
         if written is None:
@@ -123,7 +159,7 @@ class JobSetController:
                 ObjectRef.from_object(raw), WARNING, INVALID_JOBSET_EVENT, message
             )
             return None
-        plan = reconcile(snapshot)
+        plan = await self._plan(snapshot)
         if not plan.is_empty():
             try:
                 written = await self._executor.execute(raw, plan)

@@ -14,13 +14,22 @@ follower of a leader/follower Job, in the controller's namespace.
 - affinity-in-job (fallback): anything else, including a probe that fails. New exclusive Jobs get
   the affinity terms in their pod template, as before the pod webhooks existed.
 
-The probe runs once before the workers start, then every `PROBE_PERIOD` seconds; the mode is
-logged at start and on every change, and exported as the gauge
-`jobset_exclusive_placement_mode{mode}` (1 for the mode in force).
+When it probes, and why not on a timer: an idle controller must send nothing (the probe is a
+POST, and "an idle minute: 0 writes" is a performance target), and the mode only matters at the
+moment an exclusive Job is built. So the probe runs once before the workers start, and after that
+only on demand: when a pass is about to create Jobs whose placement depends on the mode
+(affinity-strategy exclusive Jobs), the JobSet controller awaits `fresh()`, which probes again
+first if the last probe is more than `PROBE_PERIOD` seconds old (single flight: concurrent
+callers wait for the one probe under way and share its answer). No Job is therefore ever built
+from a mode older than `PROBE_PERIOD`, the bound the periodic probe gave; JobSets without
+exclusive placement never cause a probe. The mode is logged at start and on every change, and
+exported as the gauge `jobset_exclusive_placement_mode{mode}` (1 for the mode in force, as of
+the last probe: on an idle controller that can be long ago).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -113,7 +122,8 @@ def follower_was_handled(reply: Mapping[str, Any] | None, refusal: str | None) -
 
 
 class PlacementMode:
-    """The mode in force, kept current by `run`; `pod_webhooks()` is what a pass reads."""
+    """The mode in force: `pod_webhooks()` is what a pass reads, `fresh()` what a pass awaits
+    before it creates Jobs that depend on the mode (module docstring)."""
 
     def __init__(
         self,
@@ -129,6 +139,8 @@ class PlacementMode:
         self._follower_mode = follower_mode
         self._clock: Clock = clock or RealClock()
         self._active = False
+        self._probed_at: float | None = None  # when the last finished probe started (clock)
+        self._probing = asyncio.Lock()  # one probe at a time; waiters then see it fresh
         self._gauge = Gauge(
             "jobset_exclusive_placement_mode",
             "Exclusive placement mode in force for new Jobs (1): leader-follower (pod webhooks "
@@ -149,9 +161,28 @@ class PlacementMode:
         for mode in (LEADER_FOLLOWER_MODE, FALLBACK_MODE):
             self._gauge.labels(mode).set(1 if mode == self.name else 0)
 
+    def is_fresh(self) -> bool:
+        """The last probe started at most `PROBE_PERIOD` seconds ago."""
+        return self._probed_at is not None and self._clock.now() - self._probed_at <= PROBE_PERIOD
+
+    async def fresh(self) -> bool:
+        """`pod_webhooks()`, probed again first unless the last probe is fresh. Concurrent
+        callers share one probe: the first probes, the others wait for it and find it fresh."""
+        if not self.is_fresh():
+            async with self._probing:
+                if not self.is_fresh():
+                    await self._check(first=False)
+        return self._active
+
     async def check(self, *, first: bool = False) -> bool:
         """Probe once; log the mode at the first check and whenever it changes."""
+        async with self._probing:
+            return await self._check(first=first)
+
+    async def _check(self, *, first: bool) -> bool:
+        started = self._clock.now()
         active, why = await self._probe()
+        self._probed_at = started
         changed = active != self._active
         self._active = active
         self._show()
@@ -163,11 +194,6 @@ class PlacementMode:
                 why=why,
             )
         return active
-
-    async def run(self) -> None:
-        while True:
-            await self._clock.sleep(PROBE_PERIOD)
-            await self.check()
 
     async def _probe(self) -> tuple[bool, str]:
         if self._client is None:
