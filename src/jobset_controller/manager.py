@@ -273,7 +273,7 @@ class Manager:
                 renew = await self._lead(stack, tasks)
                 # Only a leader writes Jobs, so only a leader needs the mode (and a standby must
                 # send nothing but reads: the probe is a dry-run create).
-                await self._detect_placement_mode(parts)
+                await self._detect_placement_mode(tasks, parts)
                 working = tasks.spawn(self._all_workers(parts), "workers")
                 tasks.spawn(trim_once_quiet(lambda: parts.queue.idle, self.clock), "memory-trim")
                 await self._work_until_stopped(working, renew)
@@ -383,11 +383,12 @@ class Manager:
         placement = parts.placement.pods.informers if parts.placement is not None else ()
         return (*parts.controller.informers, *placement)
 
-    async def _detect_placement_mode(self, parts: _Parts) -> None:
+    async def _detect_placement_mode(self, tasks: _Tasks, parts: _Parts) -> None:
         """Which exclusive-placement mode new Jobs get: probe the pod webhooks once (after the
-        webhook server listens, 15 s at most). Nothing probes on a timer after that: a pass
-        about to create exclusive Jobs from a mode older than `PROBE_PERIOD` probes again first
-        (`PlacementMode.fresh`), so an idle controller sends nothing."""
+        webhook server listens, 15 s at most), and a few times more in the first 30 s if the
+        fallback mode was found (`PlacementMode.settle`). Nothing probes on a timer after that:
+        a pass about to create exclusive Jobs from a mode older than `PROBE_PERIOD` probes again
+        first (`PlacementMode.fresh`), so an idle controller sends nothing."""
         if parts.placement is None:
             return
         webhooks = parts.webhooks
@@ -396,6 +397,7 @@ class Manager:
             while not webhooks.serving() and self.clock.now() < deadline:
                 await self.clock.sleep(0.1)
         await parts.placement.mode.check(first=True)
+        tasks.spawn(parts.placement.mode.settle(), "placement-mode-settle")
 
     async def _all_workers(self, parts: _Parts) -> None:
         """The JobSet workers and the pod workers; cancelled together when draining ends."""

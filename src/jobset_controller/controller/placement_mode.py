@@ -14,17 +14,20 @@ follower of a leader/follower Job, in the controller's namespace.
 - affinity-in-job (fallback): anything else, including a probe that fails. New exclusive Jobs get
   the affinity terms in their pod template, as before the pod webhooks existed.
 
-When it probes, and why not on a timer: an idle controller must send nothing (the probe is a
-POST, and "an idle minute: 0 writes" is a performance target), and the mode only matters at the
-moment an exclusive Job is built. So the probe runs once before the workers start, and after that
-only on demand: when a pass is about to create Jobs whose placement depends on the mode
-(affinity-strategy exclusive Jobs), the JobSet controller awaits `fresh()`, which probes again
-first if the last probe is more than `PROBE_PERIOD` seconds old (single flight: concurrent
-callers wait for the one probe under way and share its answer). No Job is therefore ever built
-from a mode older than `PROBE_PERIOD`, the bound the periodic probe gave; JobSets without
-exclusive placement never cause a probe. The mode is logged at start and on every change, and
-exported as the gauge `jobset_exclusive_placement_mode{mode}` (1 for the mode in force, as of
-the last probe: on an idle controller that can be long ago).
+When it probes, and why not on a timer: an idle controller must send nothing (the probe is a POST,
+and "an idle minute: 0 writes" is a performance target), and the mode only matters at the moment an
+exclusive Job is built. So the probe runs once before the workers start, and after that only on
+demand: when a pass is about to create Jobs whose placement depends on the mode (affinity-strategy
+exclusive Jobs), the JobSet controller awaits `fresh()`, which probes again first if the last probe
+is more than `PROBE_PERIOD` seconds old (single flight: concurrent callers wait for the one probe
+under way and share its answer). No Job is therefore ever built from a mode older than
+`PROBE_PERIOD`, the bound the periodic probe gave; JobSets without exclusive placement never cause a
+probe. One exception, at install time: the webhook configuration (or its caBundle, injected by the
+certificate rotator) often reaches the API server seconds after the controller starts, so a
+controller that found the fallback mode at start looks again `SETTLE_DELAYS` after it (30 s in all),
+then only on demand. The mode is logged at start and on every change, and exported as the gauge
+`jobset_exclusive_placement_mode{mode}` (1 for the mode in force, as of the last probe: on an idle
+controller that can be long ago).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ log = structlog.get_logger("placement-mode")
 LEADER_FOLLOWER_MODE: Final = "leader-follower"
 FALLBACK_MODE: Final = "affinity-in-job"
 PROBE_PERIOD: Final = 30.0
+# Seconds between the re-probes of a controller that started in the fallback mode (30 s in all).
+SETTLE_DELAYS: Final = (2.0, 4.0, 8.0, 16.0)
 _PROBE: Final = "jobset-placement-probe"
 
 
@@ -173,6 +178,15 @@ class PlacementMode:
                 if not self.is_fresh():
                     await self._check(first=False)
         return self._active
+
+    async def settle(self) -> None:
+        """After the first check: while the fallback mode holds, probe again after each of
+        `SETTLE_DELAYS` (module docstring); stop at the first leader-follower answer."""
+        for delay in SETTLE_DELAYS:
+            if self._active:
+                return
+            await self._clock.sleep(delay)
+            await self.check()
 
     async def check(self, *, first: bool = False) -> bool:
         """Probe once; log the mode at the first check and whenever it changes."""

@@ -17,6 +17,7 @@ from jobset_controller.controller.placement_mode import (
     FALLBACK_MODE,
     LEADER_FOLLOWER_MODE,
     PROBE_PERIOD,
+    SETTLE_DELAYS,
     PlacementMode,
 )
 from jobset_controller.reconcile import Plan
@@ -308,3 +309,48 @@ async def test_the_mode_gauge_follows_the_probe_that_fresh_runs(clock: FakeClock
     assert await mode.fresh() is False
     assert (gauge(LEADER_FOLLOWER_MODE), gauge(FALLBACK_MODE)) == (0.0, 1.0)
     assert client.probes == 2
+
+
+async def test_a_controller_that_starts_in_the_fallback_mode_looks_again_for_thirty_seconds(
+    clock: FakeClock,
+) -> None:
+    """Install time: the webhook configuration reaches the API server after the first probe.
+    The settle probes find it; after the settle period nothing probes on a timer."""
+    client = ProbeClient(webhooks_called=False)
+    mode = placement_mode(client, clock)
+    assert await mode.check(first=True) is False
+    settling = asyncio.create_task(mode.settle())
+    await clock.advance(SETTLE_DELAYS[0] + SETTLE_DELAYS[1])
+    assert client.probes == 3
+    client.webhooks_called = True  # the caBundle arrived
+    await clock.advance(SETTLE_DELAYS[2])
+    assert client.probes == 4
+    assert mode.name == LEADER_FOLLOWER_MODE
+    await clock.advance(600.0)
+    assert settling.done()
+    assert client.probes == 4
+
+
+async def test_settling_ends_after_its_delays_when_the_webhooks_never_come(
+    clock: FakeClock,
+) -> None:
+    client = ProbeClient(webhooks_called=False)
+    mode = placement_mode(client, clock)
+    await mode.check(first=True)
+    settling = asyncio.create_task(mode.settle())
+    await clock.advance(sum(SETTLE_DELAYS))
+    assert settling.done()
+    assert client.probes == 1 + len(SETTLE_DELAYS)
+    await clock.advance(600.0)
+    assert client.probes == 1 + len(SETTLE_DELAYS)
+    assert clock.pending_sleepers == 0
+
+
+async def test_a_controller_that_starts_in_leader_follower_mode_does_not_settle(
+    clock: FakeClock,
+) -> None:
+    client = ProbeClient(webhooks_called=True)
+    mode = placement_mode(client, clock)
+    await mode.check(first=True)
+    await mode.settle()
+    assert client.probes == 1
