@@ -21,7 +21,6 @@ from jobset_controller.tools.commands import (
     run_plan,
     run_status,
 )
-from jobset_controller.tools.documents import UnreadableFile, judge_files, one_line
 
 if TYPE_CHECKING:
     from jobset_controller.runtime.certs import CertPolicy
@@ -33,6 +32,8 @@ def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
     Exit 1 when any JobSet would be refused (or a document cannot be judged), 2 when a file cannot
     be read as YAML at all. Documents of other kinds are skipped; empty documents are ignored.
     """
+    from jobset_controller.tools.documents import UnreadableFile, judge_files, one_line
+
     failures = 0
 
     def uncheckable(line: str) -> None:

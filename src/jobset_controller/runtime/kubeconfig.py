@@ -12,12 +12,14 @@ Read here:
   $KUBERNETES_SERVICE_PORT`, the ServiceAccount token and CA under
   /var/run/secrets/kubernetes.io/serviceaccount. The token file is read again at most once a
   minute (kubelet rotates projected tokens; client-go's cached file token source does the same).
-- kubeconfig files: `--kubeconfig`, else the `$KUBECONFIG` list (merged as client-go merges it:
-  the first file to set current-context wins, and so does the first to define a name), else
-  ~/.kube/config. The context is `--context` or current-context. Cluster: `server`,
-  `certificate-authority(-data)`, `insecure-skip-tls-verify`. User: `token`, `tokenFile` (read
-  again like the in-cluster token), `client-certificate(-data)` with `client-key(-data)`,
-  `username`/`password`. File paths are relative to the kubeconfig that names them.
+- kubeconfig files: `--kubeconfig` (one file or an os.pathsep list), else the `$KUBECONFIG` list,
+  else ~/.kube/config, merged as client-go merges them (the first file to set current-context wins,
+  and so does the first to define a name). The commands (status, plan) resolve their context and
+  namespace from the same merged view (tools/kubeconfig.py). The context is `--context` or
+  current-context. Cluster: `server`, `certificate-authority(-data)`, `insecure-skip-tls-verify`.
+  User: `token`, `tokenFile` (read again like the in-cluster token), `client-certificate(-data)`
+  with `client-key(-data)`, `username`/`password`. File paths are relative to the kubeconfig that
+  names them.
 
 Handed to the official loader: a user with `exec` (credential plugins: EKS, GKE, AKS, OIDC
 helpers) or `auth-provider`. `tls-server-name` and `proxy-url` are not honoured (they were not
@@ -36,8 +38,8 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -126,13 +128,14 @@ def _read_token(path: Path) -> str:
 
 # ----------------------------------------------------------------------------- entry point
 async def load(kubeconfig: str | None = None, context: str | None = None) -> ClusterAccess:
-    """The cluster to talk to and how (module docstring for the order of sources)."""
+    """The cluster to talk to and how (module docstring for the order of sources).
+    `kubeconfig` is one path or a list joined with os.pathsep (as $KUBECONFIG)."""
     if kubeconfig:
-        return await _from_files([Path(kubeconfig)], context)
-    paths = kubeconfig_paths(os.environ)
+        return await _access(read(existing_kubeconfigs(kubeconfig, os.environ)), context)
+    paths = existing_kubeconfigs(None, os.environ)
     if paths:
         try:
-            return await _from_files(paths, context)
+            return await _access(read(paths), context)
         except ConfigError as kubeconfig_error:
             try:
                 return in_cluster()
@@ -146,14 +149,25 @@ async def load(kubeconfig: str | None = None, context: str | None = None) -> Clu
         ) from None
 
 
-def kubeconfig_paths(environ: Mapping[str, str]) -> list[Path]:
-    """The kubeconfig files to merge when none is given: $KUBECONFIG's existing entries, else
-    ~/.kube/config if it exists."""
-    listed = [Path(p).expanduser() for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+def kubeconfig_paths(flag: str | None, environ: Mapping[str, str]) -> list[Path]:
+    """The kubeconfig files kubectl would read, in precedence order: the flag's (one path or an
+    os.pathsep list), else $KUBECONFIG's entries, else ~/.kube/config. Some may not exist."""
+    listed = flag or environ.get("KUBECONFIG", "")
     if listed:
-        return [p for p in listed if p.is_file()]
-    default = Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
-    return [default] if default.is_file() else []
+        return [Path(part).expanduser() for part in listed.split(os.pathsep) if part]
+    return [Path(environ.get("HOME") or Path.home()) / ".kube" / "config"]
+
+
+def existing_kubeconfigs(flag: str | None, environ: Mapping[str, str]) -> list[Path]:
+    """`kubeconfig_paths` that exist. A file named by the flag must exist (ConfigError); the
+    environment's list and the default are skipped when missing, as kubectl skips them."""
+    paths = kubeconfig_paths(flag, environ)
+    if flag:
+        for path in paths:
+            if not path.is_file():
+                raise ConfigError(f"kubeconfig {path}: no such file")
+        return paths
+    return [path for path in paths if path.is_file()]
 
 
 def in_cluster(
@@ -176,30 +190,59 @@ def in_cluster(
 
 # ----------------------------------------------------------------------------- kubeconfig files
 @dataclass
-class _Merged:
-    """Named entries of the merged files, each with the directory of the file defining it."""
+class Kubeconfig:
+    """The named entries of one or more kubeconfig files merged as client-go merges them: the
+    first file to set current-context wins, and so does the first to define a name. Each entry
+    keeps the directory of its file (relative paths in it are relative to that file)."""
 
-    current_context: str
-    contexts: dict[str, tuple[dict[str, Any], Path]]
-    clusters: dict[str, tuple[dict[str, Any], Path]]
-    users: dict[str, tuple[dict[str, Any], Path]]
+    paths: tuple[Path, ...] = ()
+    current_context: str = ""
+    contexts: dict[str, tuple[dict[str, Any], Path]] = field(default_factory=dict)
+    clusters: dict[str, tuple[dict[str, Any], Path]] = field(default_factory=dict)
+    users: dict[str, tuple[dict[str, Any], Path]] = field(default_factory=dict)
+
+    def context(self, name: str) -> dict[str, Any] | None:
+        entry = self.contexts.get(name)
+        return None if entry is None else entry[0]
 
 
-async def _from_files(paths: list[Path], context: str | None) -> ClusterAccess:
-    merged = _merge(paths)
-    name = context or merged.current_context
+def merge(files: Sequence[tuple[Path, Mapping[str, Any]]]) -> Kubeconfig:
+    """The merged view of parsed files, given in precedence order."""
+    merged = Kubeconfig(paths=tuple(path for path, _ in files))
+    for path, document in files:
+        if not merged.current_context:
+            merged.current_context = str(document.get("current-context") or "")
+        for section, target, key in (
+            ("contexts", merged.contexts, "context"),
+            ("clusters", merged.clusters, "cluster"),
+            ("users", merged.users, "user"),
+        ):
+            for entry in document.get(section) or ():
+                if isinstance(entry, dict) and entry.get("name") and entry["name"] not in target:
+                    target[str(entry["name"])] = (dict(entry.get(key) or {}), path.parent)
+    return merged
+
+
+def read(paths: Sequence[Path]) -> Kubeconfig:
+    """Parse and merge the files (ConfigError names a file that cannot be read or parsed)."""
+    return merge([(path, _parse(path)) for path in paths])
+
+
+async def _access(config: Kubeconfig, context: str | None) -> ClusterAccess:
+    where = ", ".join(str(p) for p in config.paths) or "(no kubeconfig file)"
+    name = context or config.current_context
     if not name:
-        raise ConfigError(f"no context given and no current-context in {_names(paths)}")
-    if name not in merged.contexts:
-        raise ConfigError(f"context {name!r} not found in {_names(paths)}")
-    ctx, _ = merged.contexts[name]
+        raise ConfigError(f"no context given and no current-context in {where}")
+    ctx = config.context(name)
+    if ctx is None:
+        raise ConfigError(f"context {name!r} not found in {where}")
     cluster_name, user_name = str(ctx.get("cluster") or ""), str(ctx.get("user") or "")
-    if cluster_name not in merged.clusters:
+    if cluster_name not in config.clusters:
         raise ConfigError(f"context {name!r}: cluster {cluster_name!r} not found")
-    cluster, cluster_dir = merged.clusters[cluster_name]
-    user, user_dir = merged.users.get(user_name, ({}, Path(".")))
+    cluster, cluster_dir = config.clusters[cluster_name]
+    user, user_dir = config.users.get(user_name, ({}, Path(".")))
     if "exec" in user or "auth-provider" in user:
-        return await _official(paths, name)
+        return await _official(list(config.paths), name)
     server = str(cluster.get("server") or "")
     if not server:
         raise ConfigError(f"cluster {cluster_name!r} has no server")
@@ -209,23 +252,6 @@ async def _from_files(paths: list[Path], context: str | None) -> ClusterAccess:
         _credentials(user, user_dir),
         name,
     )
-
-
-def _merge(paths: list[Path]) -> _Merged:
-    merged = _Merged("", {}, {}, {})
-    for path in paths:
-        document = _parse(path)
-        if not merged.current_context:
-            merged.current_context = str(document.get("current-context") or "")
-        for section, target, field in (
-            ("contexts", merged.contexts, "context"),
-            ("clusters", merged.clusters, "cluster"),
-            ("users", merged.users, "user"),
-        ):
-            for entry in document.get(section) or ():
-                if isinstance(entry, dict) and entry.get("name") and entry["name"] not in target:
-                    target[str(entry["name"])] = (dict(entry.get(field) or {}), path.parent)
-    return merged
 
 
 def _parse(path: Path) -> dict[str, Any]:
@@ -243,10 +269,6 @@ def _parse(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise ConfigError(f"{path} is not a kubeconfig (not a mapping)")
     return document
-
-
-def _names(paths: list[Path]) -> str:
-    return ", ".join(str(p) for p in paths)
 
 
 def _file(value: Any, base: Path) -> Path:

@@ -14,13 +14,13 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from jobset_controller.api import FeatureGates
-from jobset_controller.tools.documents import UnreadableFile, judge_files
 from jobset_controller.tools.kubeconfig import KubeconfigError, Target, load
-from jobset_controller.tools.plan import Simulation, simulate
-from jobset_controller.tools.plan_render import render_json, render_text, render_yaml
+
+if TYPE_CHECKING:
+    from jobset_controller.api import FeatureGates
+    from jobset_controller.tools.plan import Simulation
 
 CLEAR_SCREEN: Final = "\x1b[H\x1b[2J"
 
@@ -63,6 +63,11 @@ def add_status_parser(commands: Any) -> None:
 
 def run_plan(args: argparse.Namespace, gates: FeatureGates, out: TextIO | None = None) -> int:
     """Judge every file like ``validate``; simulate the valid JobSets; print them."""
+    # Imported here: every start of the controller builds this command's flags, none needs these.
+    from jobset_controller.tools.documents import UnreadableFile, judge_files
+    from jobset_controller.tools.plan import simulate
+    from jobset_controller.tools.plan_render import render_json, render_text, render_yaml
+
     out = out or sys.stdout
     simulations: list[Simulation] = []
     failures = 0

@@ -1,26 +1,24 @@
 """Which cluster, context and namespace a command talks to, by kubectl's rules.
 
-Why our own resolution: the Python client merges a KUBECONFIG list but lets the LAST file's
-``current-context`` win, where kubectl lets the first file that sets it win; and it knows nothing
-of the context's namespace. kubectl's rules, as implemented here:
-
-* ``--kubeconfig`` names one file; else ``$KUBECONFIG`` is a ``:``-separated list (missing files
-  skipped); else ``~/.kube/config``.
-* The context is ``--context``, else the first ``current-context`` set in the list.
-* The namespace is ``-n/--namespace``, else the context's ``namespace``, else ``default``.
-
-``resolve`` is pure over the parsed files; ``load`` reads them.
+Which files are read and how they merge is runtime/kubeconfig.py's (kubectl's precedence: the
+flag, else $KUBECONFIG, else ~/.kube/config; the first file to set current-context wins). This
+adds what only the commands need: the namespace, which is ``-n/--namespace``, else the chosen
+context's ``namespace``, else ``default``. ``resolve`` is pure over the merged files; ``load``
+reads them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import yaml
+from jobset_controller.runtime.kubeconfig import (
+    ConfigError,
+    Kubeconfig,
+    existing_kubeconfigs,
+    read,
+)
 
 
 class KubeconfigError(Exception):
@@ -36,41 +34,16 @@ class Target:
     namespace: str
 
 
-def kubeconfig_paths(flag: str | None, environ: Mapping[str, str]) -> list[Path]:
-    """The files kubectl would read, in precedence order (see the module docstring)."""
-    if flag:
-        return [Path(flag).expanduser()]
-    listed = environ.get("KUBECONFIG", "")
-    if listed:
-        return [Path(part).expanduser() for part in listed.split(os.pathsep) if part]
-    return [Path("~/.kube/config").expanduser()]
-
-
-def resolve(
-    files: Sequence[tuple[Path, Mapping[str, Any]]],
-    *,
-    context: str | None,
-    namespace: str | None,
-) -> Target:
-    """The target from the parsed files (in precedence order) and the flags."""
-    if not files:
+def resolve(config: Kubeconfig, *, context: str | None, namespace: str | None) -> Target:
+    """The target from the merged files and the flags."""
+    if not config.paths:
         raise KubeconfigError("no kubeconfig found (set --kubeconfig or KUBECONFIG)")
-    chosen = context
-    if chosen is None:
-        chosen = next(
-            (str(d["current-context"]) for _, d in files if d.get("current-context")), None
-        )
-    contexts: dict[str, Mapping[str, Any]] = {}
-    for _, document in files:
-        for entry in document.get("contexts") or ():
-            name = entry.get("name")
-            if isinstance(name, str) and name not in contexts:
-                contexts[name] = entry.get("context") or {}
-    if chosen is not None and chosen not in contexts:
+    chosen = context or config.current_context or None
+    if chosen is not None and config.context(chosen) is None:
         raise KubeconfigError(f'context "{chosen}" does not exist')
     if namespace is None:
-        namespace = str((contexts.get(chosen or "") or {}).get("namespace") or "default")
-    paths = os.pathsep.join(str(path) for path, _ in files)
+        namespace = str((config.context(chosen or "") or {}).get("namespace") or "default")
+    paths = os.pathsep.join(str(path) for path in config.paths)
     return Target(kubeconfig=paths, context=chosen, namespace=namespace)
 
 
@@ -82,16 +55,8 @@ def load(
     namespace: str | None,
 ) -> Target:
     """Read the kubeconfig files kubectl would read and ``resolve`` the target."""
-    files: list[tuple[Path, Mapping[str, Any]]] = []
-    for path in kubeconfig_paths(flag, environ):
-        if not path.is_file():
-            if flag:
-                raise KubeconfigError(f"--kubeconfig {flag}: no such file")
-            continue
-        try:
-            document = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as error:
-            raise KubeconfigError(f"{path}: {error}") from error
-        if isinstance(document, Mapping):
-            files.append((path, document))
-    return resolve(files, context=context, namespace=namespace)
+    try:
+        config = read(existing_kubeconfigs(flag, environ))
+    except ConfigError as error:
+        raise KubeconfigError(str(error)) from None
+    return resolve(config, context=context, namespace=namespace)

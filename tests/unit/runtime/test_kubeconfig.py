@@ -19,6 +19,7 @@ from jobset_controller.runtime.certs import Action, CertPolicy, Identity, renew
 from jobset_controller.runtime.kubeconfig import (
     ConfigError,
     TokenFile,
+    existing_kubeconfigs,
     in_cluster,
     kubeconfig_paths,
     load,
@@ -174,17 +175,29 @@ async def test_kubeconfig_list_merges_first_definition_and_first_current_context
     first = write(tmp_path / "a", user={"token": "from-a"}, current="", name="shared")
     second = write(tmp_path / "b", user={"token": "from-b"}, current="shared", name="shared")
     monkeypatch.setenv("KUBECONFIG", f"{first}:{tmp_path / 'absent'}:{second}")
-    assert kubeconfig_paths(os.environ) == [first, second]
+    assert existing_kubeconfigs(None, os.environ) == [first, second]
     access = await load()
     assert access.source == "shared"
     assert await access.credentials.authorization() == "Bearer from-a"
 
 
+def test_kubeconfig_paths_follow_flag_then_env_then_home() -> None:
+    assert kubeconfig_paths("/f", {"KUBECONFIG": "/a:/b"}) == [Path("/f")]
+    assert kubeconfig_paths("/f:/g", {}) == [Path("/f"), Path("/g")]
+    assert kubeconfig_paths(None, {"KUBECONFIG": "/a::/b"}) == [Path("/a"), Path("/b")]
+    assert kubeconfig_paths(None, {"HOME": "/home/x"}) == [Path("/home/x/.kube/config")]
+
+
 def test_without_kubeconfig_the_home_config_is_used_if_it_exists(tmp_path: Path) -> None:
-    assert kubeconfig_paths({"HOME": str(tmp_path)}) == []
+    assert existing_kubeconfigs(None, {"HOME": str(tmp_path)}) == []
     (tmp_path / ".kube").mkdir()
     write(tmp_path / ".kube" / "config", user={"token": "t"})
-    assert kubeconfig_paths({"HOME": str(tmp_path)}) == [tmp_path / ".kube" / "config"]
+    assert existing_kubeconfigs(None, {"HOME": str(tmp_path)}) == [tmp_path / ".kube" / "config"]
+
+
+def test_a_named_kubeconfig_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        existing_kubeconfigs(str(tmp_path / "missing"), {})
 
 
 async def test_in_cluster_reads_the_service_host_the_token_and_the_ca(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from jobset_controller.runtime.kubeconfig import merge
 from jobset_controller.tools.diagnosis import diagnose
-from jobset_controller.tools.kubeconfig import KubeconfigError, kubeconfig_paths, resolve
+from jobset_controller.tools.kubeconfig import KubeconfigError, resolve
 from jobset_controller.tools.status_model import JobSetState, age
 from jobset_controller.tools.status_reader import group
 from jobset_controller.tools.status_tree import render
@@ -299,11 +300,13 @@ def config(current: str | None, *contexts: tuple[str, str | None]) -> dict[str, 
 
 
 def test_kubeconfig_first_current_context_wins_and_namespace_comes_from_it() -> None:
-    files = [
-        (Path("/a"), config(None, ("dev", "team-a"))),
-        (Path("/b"), config("dev", ("dev", "ignored"), ("prod", None))),
-        (Path("/c"), config("prod")),
-    ]
+    files = merge(
+        [
+            (Path("/a"), config(None, ("dev", "team-a"))),
+            (Path("/b"), config("dev", ("dev", "ignored"), ("prod", None))),
+            (Path("/c"), config("prod")),
+        ]
+    )
     target = resolve(files, context=None, namespace=None)
     assert (target.context, target.namespace) == ("dev", "team-a")
     assert target.kubeconfig == "/a:/b:/c"
@@ -313,7 +316,6 @@ def test_kubeconfig_first_current_context_wins_and_namespace_comes_from_it() -> 
         resolve(files, context="nope", namespace=None)
 
 
-def test_kubeconfig_paths_follow_flag_then_env_then_home() -> None:
-    assert kubeconfig_paths("/f", {"KUBECONFIG": "/a:/b"}) == [Path("/f")]
-    assert kubeconfig_paths(None, {"KUBECONFIG": "/a::/b"}) == [Path("/a"), Path("/b")]
-    assert kubeconfig_paths(None, {}) == [Path("~/.kube/config").expanduser()]
+def test_no_kubeconfig_file_is_an_error_saying_how_to_name_one() -> None:
+    with pytest.raises(KubeconfigError, match="no kubeconfig found"):
+        resolve(merge([]), context=None, namespace=None)
