@@ -23,8 +23,8 @@ class Snapshot:
             writes defaults back to the spec.
         jobs: The child Jobs whose controller ownerReference UID is the JobSet's UID, as raw
             wire dicts. They may be trimmed to the fields reconcile reads: metadata (name,
-            namespace, uid, resourceVersion, labels, annotations, creationTimestamp,
-            deletionTimestamp, ownerReferences), spec (parallelism, completions, completionMode,
+            namespace, uid, resourceVersion, labels, creationTimestamp, deletionTimestamp,
+            ownerReferences; not annotations), spec (parallelism, completions, completionMode,
             suspend, template.metadata, template.spec.nodeSelector/tolerations/schedulingGates)
             and status (conditions, active, ready, succeeded, failed, startTime).
         service: The Service named after the JobSet's subdomain in its namespace, if it exists.
