@@ -207,7 +207,7 @@ def test_ready_after_keeps_a_running_pod_unready_for_a_while(
 ) -> None:
     """What an InOrder-startup test needs: a leader pod that runs but is not Ready yet, so its
     Job's status.ready stays 0 until the delay has passed."""
-    annotations = {READY_AFTER_ANNOTATION: "1500ms", RUN_FOREVER_ANNOTATION: "true"}
+    annotations = {READY_AFTER_ANNOTATION: "5s", RUN_FOREVER_ANNOTATION: "true"}
     create(full_cluster, jobs_path(namespace), job("leader", annotations=annotations))
 
     (pod,) = wait_pods(
@@ -218,7 +218,7 @@ def test_ready_after_keeps_a_running_pod_unready_for_a_while(
     assert not leader["status"].get("ready")
 
     full_cluster.wait_for(
-        f"{jobs_path(namespace)}/leader", lambda j: j["status"].get("ready") == 1, timeout=10
+        f"{jobs_path(namespace)}/leader", lambda j: j["status"].get("ready") == 1, timeout=20
     )
 
 

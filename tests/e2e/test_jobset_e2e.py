@@ -117,19 +117,26 @@ def test_two_replicated_jobs_run_to_completion_with_pod_dns_endpoints(e2e: E2E) 
         "train-workers-1-1",
     }
 
-    def hostnames(body: dict[str, Any]) -> set[str]:
-        return {
+    # Every pod must get an endpoint with its hostname. A pod leaves the slices when it succeeds
+    # and pods start at different times, so collect what each poll shows instead of demanding
+    # all five at one moment.
+    seen: set[str] = set()
+
+    def all_seen(body: dict[str, Any]) -> bool:
+        seen.update(
             endpoint.get("hostname", "")
             for slice_ in body.get("items") or ()
             for endpoint in slice_.get("endpoints") or ()
-        }
+        )
+        return seen >= expected
 
     e2e.cluster.wait_for(
         f"/apis/discovery.k8s.io/v1/namespaces/{e2e.ns}/endpointslices"
         "?labelSelector=kubernetes.io%2Fservice-name%3Dtrain",
-        lambda body: hostnames(body) == expected,
+        all_seen,
         what="EndpointSlices of the headless Service",
     )
+    assert seen == expected
     js = e2e.wait_terminal("train", "Completed")
     cond = condition(js, "Completed")
     assert cond is not None
@@ -140,26 +147,46 @@ def test_two_replicated_jobs_run_to_completion_with_pod_dns_endpoints(e2e: E2E) 
 
 
 def test_failed_pod_restarts_the_jobset_which_then_completes(e2e: E2E) -> None:
+    """Pods run until the test lets them end (run-forever), so no step races their run time:
+    one pod of the first attempt is made to fail, then the restarted attempt's pods, once
+    Ready, are let succeed."""
     e2e.create(
         jobset(
             "flaky",
-            rjob("workers", replicas=2, annotations={RUN_DURATION_ANNOTATION: "3s"}),
+            rjob("workers", replicas=2, annotations={RUN_FOREVER_ANNOTATION: "true"}),
             failurePolicy={"maxRestarts": 2},
         )
     )
+    pods_path = f"/api/v1/namespaces/{e2e.ns}/pods?labelSelector={JOBSET_NAME}%3Dflaky"
+
+    def end(pod: dict[str, Any], annotations: dict[str, str]) -> None:
+        status, reply = e2e.cluster.request(
+            "PATCH",
+            f"/api/v1/namespaces/{e2e.ns}/pods/{pod['metadata']['name']}",
+            {"metadata": {"annotations": {RUN_FOREVER_ANNOTATION: "false", **annotations}}},
+            content_type="application/merge-patch+json",
+        )
+        assert status == 200, reply
+
+    def ready(pod: dict[str, Any]) -> bool:
+        return (c := condition(pod, "Ready")) is not None and c["status"] == "True"
+
     pod = e2e.cluster.wait_for(
-        f"/api/v1/namespaces/{e2e.ns}/pods?labelSelector={JOBSET_NAME}%3Dflaky",
+        pods_path,
         lambda body: len(body.get("items") or ()) == 2,
         what="first attempt's pods",
     )["items"][0]
     # Make one pod of the first attempt fail (the template stays healthy for the next attempt).
-    status, reply = e2e.cluster.request(
-        "PATCH",
-        f"/api/v1/namespaces/{e2e.ns}/pods/{pod['metadata']['name']}",
-        {"metadata": {"annotations": {FAIL_EXIT_CODE_ANNOTATION: "1"}}},
-        content_type="application/merge-patch+json",
-    )
-    assert status == 200, reply
+    end(pod, {FAIL_EXIT_CODE_ANNOTATION: "1"})
+    # Then let the restarted attempt's pods succeed.
+    restarted = e2e.cluster.wait_for(
+        f"{pods_path}%2C{RESTART_ATTEMPT}%3D1",
+        lambda body: len(items := body.get("items") or ()) == 2 and all(map(ready, items)),
+        timeout=90,
+        what="restarted attempt's pods Ready",
+    )["items"]
+    for pod in restarted:
+        end(pod, {})
     js = e2e.wait_terminal("flaky", "Completed", timeout=90)
     assert js["status"]["restarts"] == 1
     jobs = e2e.jobs("flaky")
@@ -337,10 +364,26 @@ def test_suspend_change_node_selector_resume_runs_pods_with_the_new_selector(e2e
 
 
 def test_ttl_deletes_a_finished_jobset_and_gc_removes_everything(e2e: E2E) -> None:
+    """With a 2 s TTL the JobSet may be gone before a poll sees it Completed; nothing else deletes
+    it, so gone means finished and deleted by the TTL. Its AllJobsCompleted Event, which outlives
+    it, proves it completed."""
     e2e.create(jobset("shortlived", rjob("workers", replicas=2), ttlSecondsAfterFinished=2))
-    e2e.wait_terminal("shortlived", "Completed")
+    e2e.cluster.wait_for(
+        e2e.jobsets("shortlived"),
+        lambda js: not js or (js.get("status") or {}).get("terminalState") == "Completed",
+        timeout=60,
+        what="JobSet shortlived Completed (or already deleted)",
+    )
     e2e.cluster.wait_for(
         e2e.jobsets("shortlived"), lambda js: not js, timeout=60, what="JobSet gone"
+    )
+    e2e.cluster.wait_for(
+        f"/apis/events.k8s.io/v1/namespaces/{e2e.ns}/events",
+        lambda body: any(
+            e["regarding"].get("name") == "shortlived" and e.get("reason") == "AllJobsCompleted"
+            for e in body.get("items") or ()
+        ),
+        what="JobSet shortlived's AllJobsCompleted Event",
     )
     assert_nothing_left(e2e, "shortlived")
 

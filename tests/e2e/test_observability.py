@@ -254,7 +254,8 @@ def check_scrape(scrapes: list[dict[str, Any]], namespace: str, tmp_path: Path) 
         for expression in rule_expressions(RULES).values():
             prom.query(expression)
         # The selectors match the scraped series, not only the names.
-        assert prom.query('leader_election_master_status{name=~"e2e-.*"} == 1')
+        # The second controller reports 0 until it holds its Lease: wait for the value.
+        prom.wait_for('leader_election_master_status{name=~"e2e-.*"} == 1', bool)
         assert prom.query('workqueue_depth{name="jobset"}')
         assert prom.query('controller_runtime_reconcile_total{controller="jobset"}')
         assert prom.query(f'jobset_failed_total{{namespace="{namespace}", jobset_name="broken"}}')

@@ -168,6 +168,14 @@ def test_status_tells_running_failed_suspended_waiting_and_unschedulable_apart(
             for p in found
         )
 
+    def jobs_ready() -> bool:
+        # `status` shows each Job's status.ready, which the Job controller sets a moment after
+        # the pods turn Ready.
+        jobs = full_cluster.list_items(
+            f"/apis/batch/v1/namespaces/{namespace}/jobs", label_selector=f"{JOBSET_NAME}=running"
+        )
+        return len(jobs) == 2 and all((j.get("status") or {}).get("ready") == 1 for j in jobs)
+
     def terminal(name: str) -> bool:
         _, body = full_cluster.request("GET", jobsets_path(namespace, name))
         return (body.get("status") or {}).get("terminalState") == "Failed"
@@ -181,6 +189,7 @@ def test_status_tells_running_failed_suspended_waiting_and_unschedulable_apart(
         )
 
     wait_until("running pods ready", running_ready)
+    wait_until("running Jobs count their pods ready", jobs_ready)
     wait_until("failing JobSet failed", lambda: terminal("failing"))
     wait_until("toobig pod unschedulable", unschedulable)
     wait_until("waiting init pod", lambda: len(pods(full_cluster, namespace, "waiting")) == 1)
