@@ -74,7 +74,8 @@ async def test_standby_takes_over_when_the_leader_goes_away(
     if graceful:
         await first.release()
     gone = time.monotonic()
-    await asyncio.wait_for(standby, LEASE + RETRY * 2.2 + 2)
+    # A generous wait: the bound asserted below decides, and a slow takeover shows its figure.
+    await asyncio.wait_for(standby, 30)
     took = time.monotonic() - gone
     with capsys.disabled():
         print(f"\n  takeover after {'release' if graceful else 'crash'}: {took:.2f} s")

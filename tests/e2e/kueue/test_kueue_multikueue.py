@@ -32,6 +32,7 @@ from jobset_controller_dev.envtest.kueue_objects import (
     jobset,
     rjob,
 )
+from jobset_controller_dev.envtest.kwok_stages import RUN_DURATION_ANNOTATION
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
 
 pytestmark = pytest.mark.kueue
@@ -42,8 +43,10 @@ def test_multikueue_runs_the_jobset_in_the_worker_and_reports_back(
 ) -> None:
     """Manager: quota reserved, MultiKueue admission check dispatches to the worker; our
     controller there leaves the JobSet alone (no Jobs, no status writes of its own). Worker: a copy
-    without managedBy, admitted by the worker's Kueue, run by our controller to completion. The
-    manager's JobSet then shows the worker's Completed status and its Workload is Finished."""
+    without managedBy, admitted by the worker's Kueue, run by our controller to completion (its
+    Jobs and pods are checked while the pods run, 10 s: once the Workload finishes MultiKueue
+    deletes the worker's copy, and with it its Jobs and pods). The manager's JobSet then shows the
+    worker's Completed status and its Workload is Finished."""
     worker_cluster, _ = kueue_worker
     manager = kenv.cluster
     wenv = KueueNamespace(worker_cluster, worker_cluster.create_namespace(kenv.ns))
@@ -116,30 +119,43 @@ def test_multikueue_runs_the_jobset_in_the_worker_and_reports_back(
             "lq", kenv.cluster_queue("cq", [(m_flavor, "8")], admission_checks=[check])
         )
 
-        body = jobset("remote", rjob("workers", replicas=2), managedBy=MULTIKUEUE_CONTROLLER)
+        body = jobset(
+            "remote",
+            rjob("workers", replicas=2, annotations={RUN_DURATION_ANNOTATION: "10s"}),
+            managedBy=MULTIKUEUE_CONTROLLER,
+        )
         created = kenv.create_jobset(body)
         assert created["spec"]["managedBy"] == MULTIKUEUE_CONTROLLER
 
         copy = wenv.wait_jobset("remote", bool, "copied to the worker", timeout=60)
         assert copy["spec"].get("managedBy") is None
-        done = wenv.wait_jobset(
+        pods = wenv.wait_pods(
             "remote",
-            lambda j: (j.get("status") or {}).get("terminalState") == "Completed",
-            "completed in the worker",
-            timeout=90,
+            lambda ps: len(ps) == 2 and all(p["spec"].get("nodeName") for p in ps),
+            "all scheduled in the worker",
         )
         assert len(wenv.jobs("remote")) == 2
         racks = wenv.node_racks()
-        assert {racks[p["spec"]["nodeName"]] for p in wenv.pods("remote")} == {"rack-2"}
+        assert {racks[p["spec"]["nodeName"]] for p in pods} == {"rack-2"}
 
         js = kenv.wait_jobset(
             "remote",
             lambda j: (j.get("status") or {}).get("terminalState") == "Completed",
             "completion copied back to the manager",
-            timeout=60,
+            timeout=90,
         )
         assert is_true(js, "Completed")
-        assert js["status"]["replicatedJobsStatus"] == done["status"]["replicatedJobsStatus"]
+        # Only the worker's controller writes this status (checked below): both pods succeeded.
+        [workers] = js["status"]["replicatedJobsStatus"]
+        assert (workers["name"], workers["succeeded"]) == ("workers", 2), workers
+        # The worker's copy shows the same, unless MultiKueue has already deleted it (404: {}).
+        done = wenv.wait_jobset(
+            "remote",
+            lambda j: not j or (j.get("status") or {}).get("terminalState") == "Completed",
+            "completed in the worker, or deleted once finished",
+        )
+        if done:
+            assert done["status"]["replicatedJobsStatus"] == js["status"]["replicatedJobsStatus"]
         kenv.wait_workload("remote", lambda w: is_true(w, "Finished"), "manager Workload finished")
 
         # Our controller in the manager left it alone: no Jobs, no Service, no status of its own.

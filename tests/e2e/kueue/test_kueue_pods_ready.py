@@ -3,12 +3,15 @@
 Kueue decides "pods ready" from our status alone (the sum of `ready` and `succeeded` over
 `replicatedJobsStatus` must reach the number of Jobs), so this is where a wrong count of ours
 would show: Kueue would never evict (counts too high) or would evict a healthy JobSet (too low).
-The settings are global to Kueue, so this module runs its own Kueue with a short timeout (8 s:
-short, yet long enough that a loaded machine does not evict a healthy JobSet): one
-requeue with a 1 s backoff base, then deactivation.
+The settings are global to Kueue, so this module runs its own Kueue with a short timeout (20 s
+from admission: short, yet long enough for the whole chain from Kueue's unsuspend through our
+Jobs, the pods, kwok and the Job controller's ready count to our status and Kueue's PodsReady on
+a slow, loaded machine; 8 s was not): one requeue with a 5 s backoff base (the JobSet stays
+suspended that long between eviction and readmission, long enough to be observed), then
+deactivation.
 
 Faults found: none in the controller; our ready counts trip and satisfy Kueue's check as they
-should. Harness: Kueue treats a zero `backoffBaseSeconds` as unset (60 s), so it is set to 1.
+should. Harness: Kueue treats a zero `backoffBaseSeconds` as unset (60 s), so it is set (to 5).
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ pytestmark = pytest.mark.kueue
 
 KUEUE_OPTIONS = {
     "wait_for_pods_ready": {
-        "timeout": "8s",
+        "timeout": "20s",
         "requeuingStrategy": {
             "timestamp": "Eviction",
             "backoffLimitCount": 1,
-            "backoffBaseSeconds": 1,
-            "backoffMaxSeconds": 2,
+            "backoffBaseSeconds": 5,
+            "backoffMaxSeconds": 10,
         },
     }
 }
@@ -65,9 +68,10 @@ def assert_status_consistent(js: dict[str, Any], *, suspended: bool) -> None:
 
 
 def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) -> None:
-    """Evicted with PodsReadyTimeout after 8 s (suspended, pods gone), requeued once and
-    readmitted (running again), evicted again and then deactivated (spec.active false), leaving
-    the JobSet suspended for good; our status stays consistent at every step."""
+    """Evicted with PodsReadyTimeout 20 s after admission (suspended for the 5 s backoff),
+    requeued once and readmitted (running again), evicted again 20 s later and then deactivated
+    (spec.active false), leaving the JobSet suspended for good with its pods gone; our status
+    stays consistent at every step. About 45 s."""
     flavor = kenv.flavor("rack3", {RACK_LABEL: "rack-3"})
     cq = kenv.cluster_queue("cq", [(flavor, "8")])
     kenv.local_queue("lq", cq)
@@ -90,7 +94,7 @@ def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) ->
     assert_status_consistent(js, suspended=False)
 
     wl = kenv.wait_workload(
-        "stuck", lambda w: requeue_count(w) == 1, "evicted once (PodsReadyTimeout)", timeout=30
+        "stuck", lambda w: requeue_count(w) == 1, "evicted once (PodsReadyTimeout)", timeout=60
     )
     evicted = condition(wl, "Evicted")
     assert evicted is not None
@@ -98,7 +102,7 @@ def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) ->
     js = kenv.wait_jobset("stuck", lambda j: is_true(j, "Suspended"), "suspended by the eviction")
     assert_status_consistent(js, suspended=True)
 
-    # Requeued after the backoff (about 1 s) and admitted again: the JobSet runs again.
+    # Requeued after the backoff (about 5 s) and admitted again: the JobSet runs again.
     kenv.wait_workload(
         "stuck",
         lambda w: requeue_count(w) == 1 and is_true(w, "Admitted"),
@@ -118,7 +122,7 @@ def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) ->
         "stuck",
         lambda w: w["spec"].get("active") is False,
         "deactivated after the second timeout",
-        timeout=30,
+        timeout=60,
     )
     js = kenv.wait_jobset(
         "stuck",
@@ -134,13 +138,14 @@ def test_pods_never_ready_evict_requeue_then_deactivate(kenv: KueueNamespace) ->
 
 
 def test_pods_that_become_ready_keep_their_admission(kenv: KueueNamespace) -> None:
-    """The other side of the same count: pods Ready after 1 s and running past the 8 s timeout
-    give the Workload PodsReady=True from our `ready` counts, and the JobSet is never evicted.
-    A count of ours that stayed low would have Kueue evict a healthy JobSet here."""
+    """The other side of the same count: pods Ready after 1 s and running 25 s, past the 20 s
+    timeout, give the Workload PodsReady=True from our `ready` counts, and the JobSet is never
+    evicted. A count of ours that stayed low would have Kueue evict a healthy JobSet here (its
+    pods cannot succeed before the timeout). About 30 s."""
     flavor = kenv.flavor("rack3", {RACK_LABEL: "rack-3"})
     cq = kenv.cluster_queue("cq", [(flavor, "8")])
     kenv.local_queue("lq", cq)
-    slow = {READY_AFTER_ANNOTATION: "1s", RUN_DURATION_ANNOTATION: "10s"}
+    slow = {READY_AFTER_ANNOTATION: "1s", RUN_DURATION_ANNOTATION: "25s"}
     kenv.create_jobset(
         jobset(
             "healthy",
@@ -153,7 +158,7 @@ def test_pods_that_become_ready_keep_their_admission(kenv: KueueNamespace) -> No
         "healthy",
         lambda j: (j.get("status") or {}).get("terminalState") == "Completed",
         "completed",
-        timeout=60,
+        timeout=90,
     )
     assert (js["status"].get("restarts") or 0) == 0
     wl = kenv.workload_of("healthy")
