@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from jobset_controller.runtime.ciphers import openssl_cipher_list
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -149,4 +151,8 @@ def load_configuration(path: str | Path | None) -> Configuration:
             f"--config {path}: tls.cipherSuites: may not be specified when minVersion is "
             "'VersionTLS13'"
         )
+    try:
+        openssl_cipher_list(config.tls.cipher_suites)
+    except ValueError as error:
+        raise ConfigError(f"--config {path}: tls.cipherSuites: {error}") from None
     return config

@@ -578,7 +578,7 @@ class Manager:
                 log.warning("metrics served over plain HTTP without authentication")
             self.metrics = MetricsServer(self.registry, opts.metrics_bind_address)
             return None
-        min_version = config.tls.min_version
+        min_version, ciphers = config.tls.min_version, config.tls.cipher_suites
         configured = config.metrics.cert_dir
         cert_dir = Path(configured or _DEFAULT_METRICS_CERT_DIR)
         reloading: ReloadingTLS | None = None
@@ -586,7 +586,7 @@ class Manager:
             reloading = ReloadingTLS(
                 cert_dir / "tls.crt",
                 cert_dir / "tls.key",
-                make_context=lambda: server_context(min_version),
+                make_context=lambda: server_context(min_version, ciphers),
                 clock=self.clock,
             )
             if not reloading.reload():
@@ -599,7 +599,7 @@ class Manager:
                     "metrics certDir has no tls.crt/tls.key; serving a self-signed certificate",
                     cert_dir=configured,
                 )
-            tls = self_signed_context(min_version)
+            tls = self_signed_context(min_version, ciphers)
         self.metrics = MetricsServer(
             self.registry,
             opts.metrics_bind_address,
@@ -624,11 +624,11 @@ class Manager:
         cfg, internal = opts.config.webhook, opts.config.internal_cert_management
         cert_dir = Path(cfg.cert_dir or _DEFAULT_WEBHOOK_CERT_DIR)
         rotator: CertRotator | None = None
-        min_version = opts.config.tls.min_version
+        min_version, ciphers = opts.config.tls.min_version, opts.config.tls.cipher_suites
         tls = ReloadingTLS(
             cert_dir / "tls.crt",
             cert_dir / "tls.key",
-            make_context=lambda: server_context(min_version),
+            make_context=lambda: server_context(min_version, ciphers),
             clock=self.clock,
         )
         if internal.enable:

@@ -15,7 +15,8 @@ at start, in memory, and scrapers skip verification (the shipped ServiceMonitor 
   (controller-runtime's layout, what a mounted cert-manager Secret holds) when one is configured.
 
 Contexts accept TLS 1.2 or later (1.3 with `min_version="VersionTLS13"`, the config file's
-`tls.minVersion`) and offer only HTTP/1.1 by ALPN: controller-runtime turns HTTP/2 off on its
+`tls.minVersion`), offer the TLS 1.2 cipher suites of `tls.cipherSuites` when given (the webhook
+server's contexts too), and offer only HTTP/1.1 by ALPN: controller-runtime turns HTTP/2 off on its
 servers (the 2023 rapid-reset attacks), and aiohttp does not speak it anyway.
 """
 
@@ -28,7 +29,7 @@ import os
 import socket
 import ssl
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -36,19 +37,26 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from jobset_controller.runtime.ciphers import openssl_cipher_list
+
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 _VALIDITY = datetime.timedelta(days=365)
 _SKEW = datetime.timedelta(hours=1)
 
 
-def server_context(min_version: str = "") -> ssl.SSLContext:
-    """An empty server context with our protocol choices (TLS >= 1.2, HTTP/1.1 only)."""
+def server_context(min_version: str = "", cipher_suites: Sequence[str] = ()) -> ssl.SSLContext:
+    """An empty server context with our protocol choices (TLS >= 1.2, HTTP/1.1 only) and the
+    configured TLS 1.2 cipher suites (Go names, `runtime.ciphers`; validated with the
+    Configuration, so a bad name never gets here)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = (
         ssl.TLSVersion.TLSv1_3 if min_version == "VersionTLS13" else ssl.TLSVersion.TLSv1_2
     )
     context.set_alpn_protocols(["http/1.1"])
+    ciphers = openssl_cipher_list(cipher_suites)
+    if ciphers:
+        context.set_ciphers(ciphers)
     return context
 
 
@@ -90,10 +98,10 @@ def self_signed_pem(hostname: str | None = None) -> tuple[bytes, bytes]:
     return certificate.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-def self_signed_context(min_version: str = "") -> ssl.SSLContext:
+def self_signed_context(min_version: str = "", cipher_suites: Sequence[str] = ()) -> ssl.SSLContext:
     """A context serving a certificate made now, for this process only."""
     cert_pem, key_pem = self_signed_pem(socket.gethostname())
-    context = server_context(min_version)
+    context = server_context(min_version, cipher_suites)
     with _in_memory_file(cert_pem + key_pem) as path:
         context.load_cert_chain(path)
     return context

@@ -77,6 +77,16 @@ featureGates:
             "tls.cipherSuites: may not be specified when minVersion is 'VersionTLS13'",
             id="tls13-ciphers",
         ),
+        pytest.param(
+            "tls:\n  cipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_FAST]\n",
+            "tls.cipherSuites: unknown cipher suite 'TLS_FAST'",
+            id="unknown-cipher",
+        ),
+        pytest.param(
+            "tls:\n  cipherSuites: [TLS_RSA_WITH_RC4_128_SHA]\n",
+            "tls.cipherSuites: none of TLS_RSA_WITH_RC4_128_SHA can be offered",
+            id="only-ciphers-openssl-lacks",
+        ),
         pytest.param("- a\n", "expected a mapping", id="not-a-mapping"),
     ],
 )
