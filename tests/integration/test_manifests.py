@@ -1,7 +1,8 @@
 """The install manifests render with kustomize and are accepted by a real apiserver.
 
 The default install serves the admission webhooks with internal certificate management, like
-upstream's; manifests/with-webhooks is the same install with cert-manager instead.
+upstream's; manifests/with-webhooks is the same install with cert-manager instead, and
+manifests/with-prometheus the default one with a ServiceMonitor.
 """
 
 from __future__ import annotations
@@ -217,3 +218,47 @@ def test_cert_manager_overlay_wires_service_configurations_and_certificate(
     assert {"name": "webhook-cert", "secret": {"secretName": "jobset-webhook-server-cert"}} in pod[
         "volumes"
     ]
+
+
+def test_prometheus_overlay_adds_a_service_monitor_that_prometheus_may_use(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """manifests/with-prometheus = the default install + a ServiceMonitor on the HTTPS metrics
+    Service and the RBAC kube-prometheus's ServiceAccount needs (read /metrics, discover the
+    endpoints); the RBAC is accepted by a real API server (the ServiceMonitor needs the Prometheus
+    Operator's CRD, which this API server does not have)."""
+    default = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "default"))
+    rendered = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "with-prometheus"))
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    added = set(by_name) - {
+        (d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(default) if d
+    }
+    assert added == {
+        ("ServiceMonitor", "jobset-controller-manager-metrics-monitor"),
+        ("ClusterRoleBinding", "jobset-metrics-reader-prometheus"),
+        ("Role", "jobset-prometheus-k8s"),
+        ("RoleBinding", "jobset-prometheus-k8s"),
+    }
+    monitor = by_name[("ServiceMonitor", "jobset-controller-manager-metrics-monitor")]
+    service = by_name[("Service", "jobset-controller-manager-metrics-service")]
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == "jobset-system"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert (endpoint["scheme"], endpoint["path"]) == ("https", "/metrics")
+    for kind, name in (("ClusterRoleBinding", "jobset-metrics-reader-prometheus"),
+                       ("RoleBinding", "jobset-prometheus-k8s")):  # fmt: skip
+        ref = by_name[(kind, name)]["roleRef"]
+        assert (ref["kind"], ref["name"]) in by_name, ref
+    rbac = [d for d in docs if (d["kind"], d["metadata"]["name"]) in added - {
+        ("ServiceMonitor", "jobset-controller-manager-metrics-monitor")}]  # fmt: skip
+    for doc in rbac:  # into this test's namespace (a dry run cannot create jobset-system)
+        if "namespace" in doc["metadata"]:
+            doc["metadata"]["namespace"] = namespace
+    output = control_plane.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-f", "-",
+        input_text=yaml.safe_dump_all(rbac),
+    )  # fmt: skip
+    assert output.count("serverside-applied (server dry run)") == 3, output
