@@ -114,12 +114,23 @@ class ManagedProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
+# Ports `free_port` has handed out in this process. The kernel may offer a port again as soon as
+# the probing socket is closed, so two calls made before either port is bound (a test picking a
+# webhook port, then a controller picking its health port) could get the same one; seen once in
+# CI: the health server took the webhook's port and the API server got plain HTTP back.
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port free right now (another process could still take it before we bind)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port free right now and never handed out before by this process (another
+    process could still take it before we bind)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def processes_mentioning(marker: str) -> list[int]:
