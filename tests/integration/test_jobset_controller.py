@@ -231,9 +231,14 @@ async def test_suspend_then_resume_propagates_a_changed_node_selector(
         )
 
     await eventually(resumed, "resumed", 45.0)
-    cond = condition(await c.get(), "Suspended")
-    assert cond is not None
-    assert (cond["status"], cond["reason"]) == ("False", "ResumeJobs")
+
+    # The pass patches the Jobs before it writes the JobSet's status (WRITE_ORDER), so the
+    # status can still be in flight when the Jobs already show the resume: wait for it.
+    async def marked_resumed() -> bool:
+        cond = condition(await c.get(), "Suspended")
+        return cond is not None and (cond["status"], cond["reason"]) == ("False", "ResumeJobs")
+
+    await eventually(marked_resumed, "Suspended=False (ResumeJobs)", 45.0)
 
 
 async def test_foreign_managed_by_is_left_alone(
