@@ -3,8 +3,9 @@
 Why not the generated API classes: they deserialise into model objects 20-40x slower than a raw
 JSON parse, hold three times the memory, drop unknown fields, and send a dict given to a typed
 patch method as a strategic-merge patch, which CRDs reject. So this wrapper speaks raw JSON over
-an aiohttp session; where the server is and which credentials to send come from
-runtime/kubeconfig.py (which hands exec and auth-provider kubeconfigs to the official loader).
+our own HTTP/1.1 connection pool (runtime/http1.py: half the CPU per request of aiohttp's client,
+measured); where the server is and which credentials to send come from runtime/kubeconfig.py
+(which hands exec and auth-provider kubeconfigs to the official loader).
 
 What it adds, like client-go's rest client:
 - a client-side token bucket (QPS/burst, 500/500 by default as upstream's flags);
@@ -14,38 +15,44 @@ What it adds, like client-go's rest client:
 - explicit content types for merge patch and server-side apply;
 - HTTP status mapped to exceptions once, here (`NotFound`, `Conflict`, `AlreadyExists`, `Gone`,
   `Invalid`, `TooManyRequests`, `ServerError`), so callers decide with `except`, not with numbers;
+  a request that could not be sent or answered raises `TransportError` (an OSError) or
+  `TimeoutError`;
 - waits (throttling, backoff, Retry-After) and latencies measured on an injected Clock, jitter
   drawn from an injected RandomSource, so tests can step them on virtual time;
 - `rest_client_requests_total` and `rest_client_request_duration_seconds` metrics;
-- a watch stream reader that splits lines itself (objects of any size; aiohttp's readline stops
-  at its buffer limit) and has a read timeout, so a half-open connection cannot hang a watch.
-
-Per-request cost (a benchmark figure, hack/bench/cpu_bench.py): the official client builds its
-session with `trust_env=True`, which makes aiohttp hop to a thread TWICE per request (to read
-~/.netrc and to look up proxy variables); that was a fifth of the controller's CPU when creating
-Jobs. The session here is built without it; the proxy the environment names for the API server
-(HTTPS_PROXY/NO_PROXY, as client-go honours them) is looked up once at connect, as client-go does,
-and passed with every request. netrc is not read: a credential from it could never be used anyway
-(aiohttp refuses it next to the bearer token's Authorization header, and client-go ignores netrc).
-Headers, the timeout and the metric children are built once, not per request.
+- a watch stream reader that splits lines itself (objects of any size) and has a read timeout,
+  so a half-open connection cannot hang a watch;
+- the proxy the environment names for the API server (HTTPS_PROXY/HTTP_PROXY and NO_PROXY, read
+  once at connect with the rules of Go's net/http, which client-go uses): a loopback server is
+  never proxied, NO_PROXY entries match a host, a domain and its subdomains, an IP, a CIDR, or
+  `*`, optionally with a port. netrc is not read (client-go ignores it too).
+Headers and the metric children are built once, not per request.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import random
 from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
-import aiohttp
 import orjson
-from aiohttp.helpers import get_env_proxy_for_url
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from yarl import URL
 
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
+from jobset_controller.runtime.http1 import (
+    ConnectionPool,
+    Endpoint,
+    Response,
+    Stream,
+    TransportError,
+    check_header_value,
+    check_target,
+)
 from jobset_controller.runtime.kubeconfig import ClusterAccess, Credentials
 from jobset_controller.runtime.kubeconfig import load as load_access
 from jobset_controller.runtime.ratelimit import TokenBucket
@@ -55,7 +62,7 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 _POOL_SIZE = 100
-_READ_BUFFER = 2**21
+_CONNECT_TIMEOUT = 10.0
 _REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
 
@@ -153,6 +160,26 @@ class RestClientMetrics:
         )
 
 
+class Transport(Protocol):
+    """What KubeClient sends requests through (runtime/http1.ConnectionPool; a script in tests)."""
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        headers: str,
+        body: bytes | None,
+        *,
+        time_limit: float | None,
+    ) -> Response: ...
+
+    def stream(
+        self, method: str, target: str, headers: str, *, head_timeout: float
+    ) -> AbstractAsyncContextManager[Stream]: ...
+
+    async def close(self) -> None: ...
+
+
 class KubeClient:
     """Raw-JSON access to one API server. Create with `connect()`, close with `close()`."""
 
@@ -160,30 +187,28 @@ class KubeClient:
         self,
         *,
         server: str,
-        session: aiohttp.ClientSession,
+        transport: Transport,
         credentials: Credentials,
         settings: ClientSettings,
         metrics: RestClientMetrics,
         bucket: TokenBucket,
         clock: Clock | None = None,
         rng: RandomSource = random,
-        proxy: URL | None = None,
-        proxy_auth: aiohttp.BasicAuth | None = None,
     ) -> None:
         self.server = server.rstrip("/")
         self._clock: Clock = clock or RealClock()
         self._rng = rng
         self._host = urlsplit(self.server).netloc
-        self._session = session
+        # Requests carry only a path: a server URL with a path prefix (a proxy in front of the
+        # API server, as kubeconfigs allow) puts it before each one.
+        self._path_prefix = urlsplit(self.server).path.rstrip("/")
+        self._transport = transport
         self._credentials = credentials
         self.settings = settings
         self._metrics = metrics
         self._bucket = bucket
-        self._proxy = proxy
-        self._proxy_auth = proxy_auth
-        self._timeout = aiohttp.ClientTimeout(total=settings.request_timeout)
-        # Header sets per content type (None: no body), copied per request before the token.
-        self._base_headers: dict[str | None, dict[str, str]] = {}
+        # Header blocks per content type (None: no body), the token appended per request.
+        self._base_headers: dict[str | None, str] = {}
         self._counters: dict[tuple[str, str], Any] = {}
         self._latencies: dict[str, Any] = {}
 
@@ -220,46 +245,43 @@ class KubeClient:
     ) -> KubeClient:
         """A client for a server and credentials already loaded; must run in the event loop."""
         settings = settings or ClientSettings()
-        # No trust_env: the environment's proxy is looked up once here (module docstring).
-        # 100 connections, as the official client's pool; watch events can be larger than
-        # aiohttp's default read buffer.
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=_POOL_SIZE, ssl=access.ssl_context),
-            read_bufsize=_READ_BUFFER,
-            trust_env=False,
+        # 100 connections, as the official client's pool; the proxy looked up once, here.
+        pool = ConnectionPool(
+            Endpoint.for_url(access.server, access.ssl_context, env_proxy(access.server)),
+            limit=_POOL_SIZE,
+            connect_timeout=_CONNECT_TIMEOUT,
+            user_agent=settings.user_agent,
         )
-        proxy, proxy_auth = _env_proxy(access.server)
         clock = clock or RealClock()
         return cls(
             server=access.server,
-            session=session,
+            transport=pool,
             credentials=access.credentials,
             settings=settings,
             metrics=RestClientMetrics(registry),
             bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=clock),
             clock=clock,
             rng=rng,
-            proxy=proxy,
-            proxy_auth=proxy_auth,
         )
 
     async def close(self) -> None:
-        await self._session.close()
+        await self._transport.close()
 
     # ------------------------------------------------------------------------ plumbing
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None) -> str:
+        """The request's header lines (Host, User-Agent and Content-Length come from the pool)."""
         base = self._base_headers.get(content_type)
         if base is None:
-            base = {"Accept": JSON, "User-Agent": self.settings.user_agent}
+            base = f"Accept: {JSON}\r\n"
             if content_type:
-                base["Content-Type"] = content_type
+                base += f"Content-Type: {content_type}\r\n"
             self._base_headers[content_type] = base
-        headers = dict(base)
         # Asked every time: an exec plugin or a projected token may have refreshed it.
         authorization = await self._credentials.authorization()
-        if authorization:
-            headers["Authorization"] = authorization
-        return headers
+        if not authorization:
+            return base
+        check_header_value("Authorization", authorization)
+        return f"{base}Authorization: {authorization}\r\n"
 
     def _count(self, code: str, method: str) -> None:
         counter = self._counters.get((code, method))
@@ -275,9 +297,11 @@ class KubeClient:
             self._latencies[method] = latency
         latency.observe(seconds)
 
-    def _url(self, path: str, params: Mapping[str, Any] | None) -> str:
+    def _target(self, path: str, params: Mapping[str, Any] | None) -> str:
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
-        return self.server + path + ("?" + urlencode(query) if query else "")
+        target = self._path_prefix + path + ("?" + urlencode(query) if query else "")
+        check_target(target)
+        return target
 
     async def request(
         self,
@@ -290,31 +314,21 @@ class KubeClient:
         request_timeout: float | None = None,
     ) -> dict[str, Any]:
         """One API call with throttling and retries; returns the decoded JSON body."""
-        url = self._url(path, params)
+        target = self._target(path, params)
         payload = None if body is None else orjson.dumps(body)
+        time_limit = request_timeout or self.settings.request_timeout
         attempt = 0
         while True:
             await self._bucket.acquire()
             started = self._clock.now()
             code = "<error>"
             try:
-                async with self._session.request(
-                    method,
-                    url,
-                    data=payload,
-                    headers=await self._headers(content_type if payload is not None else None),
-                    timeout=(
-                        aiohttp.ClientTimeout(total=request_timeout)
-                        if request_timeout
-                        else self._timeout
-                    ),
-                    proxy=self._proxy,
-                    proxy_auth=self._proxy_auth,
-                ) as response:
-                    raw = await response.read()
-                    code = str(response.status)
-                    status, retry_after = response.status, response.headers.get("Retry-After")
-            except (aiohttp.ClientError, TimeoutError):
+                headers = await self._headers(content_type if payload is not None else None)
+                response = await self._transport.request(
+                    method, target, headers, payload, time_limit=time_limit
+                )
+                code = str(response.status)
+            except (TransportError, TimeoutError):
                 if method != "GET" or attempt >= self.settings.max_retries:
                     raise
                 attempt += 1
@@ -323,6 +337,8 @@ class KubeClient:
             finally:
                 self._count(code, method)
                 self._observe(method, self._clock.now() - started)
+            raw, status = response.body, response.status
+            retry_after = response.headers.get("retry-after")
             decoded = _decode(raw)
             if status < 400:
                 return decoded
@@ -394,43 +410,89 @@ class KubeClient:
         raises TimeoutError.
         """
         await self._bucket.acquire()
-        url = self._url(path, {**params, "watch": True})
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout)
-        async with self._session.get(
-            url,
-            headers=await self._headers(None),
-            timeout=timeout,
-            proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
+        target = self._target(path, {**params, "watch": True})
+        async with self._transport.stream(
+            "GET", target, await self._headers(None), head_timeout=read_timeout
         ) as response:
             self._count(str(response.status), "GET")
             if response.status >= 400:
                 raise error_for(response.status, _decode(await response.read()), "WATCH", path)
-            buffer = b""
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                while True:
-                    newline = buffer.find(b"\n")
-                    if newline < 0:
-                        break
-                    line, buffer = buffer[:newline], buffer[newline + 1 :]
+            # Pieces of a line not yet ended: joined once its newline comes (an object of any
+            # size costs one join, not a copy per piece).
+            pending: list[bytes] = []
+            async for piece in response.pieces(read_timeout):
+                if b"\n" not in piece:
+                    pending.append(piece)
+                    continue
+                if pending:
+                    pending.append(piece)
+                    piece = b"".join(pending)
+                    pending.clear()
+                *lines, rest = piece.split(b"\n")
+                for line in lines:
                     if line.strip():
                         yield orjson.loads(line)
-            if buffer.strip():
-                yield orjson.loads(buffer)
+                if rest:
+                    pending.append(rest)
+            tail = b"".join(pending)
+            if tail.strip():
+                yield orjson.loads(tail)
 
 
-def _env_proxy(server: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
-    """The proxy HTTPS_PROXY/HTTP_PROXY name for `server`, unless NO_PROXY exempts it (aiohttp's
-    own reading of the environment, done once instead of per request). A loopback server is never
-    proxied, as in Go's net/http: a proxy could not reach this host's 127.0.0.1 anyway."""
-    url = URL(server)
-    if url.host is not None and _is_loopback(url.host):
-        return None, None
+def env_proxy(server: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The proxy URL the environment names for `server`, or None (module docstring: the rules).
+
+    HTTPS_PROXY for an https server, HTTP_PROXY for an http one (upper case first, then lower
+    case); a value without a scheme means http://. A loopback server is never proxied: a proxy
+    could not reach this host's 127.0.0.1 anyway (Go's net/http rule).
+    """
+    env = os.environ if environ is None else environ
+    parts = urlsplit(server)
+    host = (parts.hostname or "").lower()
+    if not host or _is_loopback(host):
+        return None
+    names = (
+        ("HTTPS_PROXY", "https_proxy") if parts.scheme == "https" else ("HTTP_PROXY", "http_proxy")
+    )
+    proxy = next((env[name] for name in names if env.get(name)), "")
+    if not proxy:
+        return None
+    no_proxy = env.get("NO_PROXY") or env.get("no_proxy") or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if any(_bypasses(entry, host, port) for entry in no_proxy.split(",")):
+        return None
+    return proxy if "://" in proxy else "http://" + proxy
+
+
+def _bypasses(entry: str, host: str, port: int) -> bool:
+    """Whether one NO_PROXY entry exempts host:port (Go's httpproxy matching)."""
+    entry = entry.strip().lower()
+    if not entry:
+        return False
+    if entry == "*":
+        return True
     try:
-        return get_env_proxy_for_url(url)
-    except LookupError:
-        return None, None
+        network = ipaddress.ip_network(entry, strict=False) if "/" in entry else None
+    except ValueError:
+        network = None
+    if network is not None:
+        try:
+            return ipaddress.ip_address(host) in network
+        except ValueError:
+            return False
+    name, entry_port = entry, None
+    if entry.startswith("[") and "]" in entry:  # [v6] or [v6]:port
+        name, _, rest = entry[1:].partition("]")
+        entry_port = rest[1:] or None
+    elif entry.count(":") == 1:
+        name, entry_port = entry.split(":")
+    if entry_port is not None and entry_port != str(port):
+        return False
+    if name.startswith("*."):
+        name = name[1:]
+    if name.startswith("."):
+        return host.endswith(name)
+    return host == name or host.endswith("." + name)
 
 
 def _is_loopback(host: str) -> bool:

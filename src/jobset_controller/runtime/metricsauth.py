@@ -36,7 +36,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
 import structlog
 
 from jobset_controller.runtime.client import ApiError
@@ -180,5 +179,5 @@ class DelegatingAuth:
             raise ReviewFailed(f"{what}: {error.status} {error.reason}".strip()) from None
         except TimeoutError:
             raise ReviewFailed(f"{what}: no answer within {self._timeout:g} s") from None
-        except (aiohttp.ClientError, OSError) as error:
+        except OSError as error:  # TransportError included
             raise ReviewFailed(f"{what}: {type(error).__name__}") from None

@@ -76,13 +76,39 @@ def test_query_booleans_are_lowercase_like_go() -> None:
     assert client._query_value(300) == "300"
 
 
-def test_a_loopback_api_server_is_never_proxied(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobset_controller.runtime.client import _env_proxy
-
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
+def test_a_loopback_api_server_is_never_proxied() -> None:
+    env = {"HTTPS_PROXY": "http://proxy.invalid:3128"}
     for server in ("https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"):
-        assert _env_proxy(server) == (None, None), server
-    proxy, _ = _env_proxy("https://apiserver.invalid:6443")
-    assert str(proxy) == "http://proxy.invalid:3128"
+        assert client.env_proxy(server, env) is None, server
+    assert client.env_proxy("https://apiserver.invalid:6443", env) == "http://proxy.invalid:3128"
+
+
+def test_the_proxy_variable_follows_the_server_scheme_upper_case_first() -> None:
+    env = {"HTTPS_PROXY": "http://s:1", "https_proxy": "http://lower:1", "http_proxy": "p:2"}
+    assert client.env_proxy("https://api.test", env) == "http://s:1"
+    assert client.env_proxy("http://api.test", env) == "http://p:2"  # no scheme: http://
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "server", "bypassed"),
+    [
+        ("*", "https://api.test:6443", True),
+        ("api.test", "https://api.test:6443", True),
+        ("test", "https://api.test:6443", True),  # a domain covers its subdomains
+        (".test", "https://api.test:6443", True),
+        (".api.test", "https://api.test:6443", False),  # a leading dot: subdomains only
+        ("*.test", "https://api.test:6443", True),
+        ("pi.test", "https://api.test:6443", False),  # not a suffix on a label boundary
+        ("api.test:6443", "https://api.test:6443", True),
+        ("api.test:443", "https://api.test:6443", False),
+        ("10.0.0.0/8", "https://10.1.2.3:6443", True),
+        ("10.0.0.0/8", "https://11.1.2.3:6443", False),
+        ("10.1.2.3", "https://10.1.2.3", True),
+        ("[fd00::1]:443", "https://[fd00::1]", True),
+        (" other.test , API.test ", "https://api.test", True),
+        ("", "https://api.test", False),
+    ],
+)
+def test_no_proxy_entries_match_like_go(no_proxy: str, server: str, bypassed: bool) -> None:
+    env = {"HTTPS_PROXY": "http://proxy.invalid:3128", "NO_PROXY": no_proxy}
+    assert (client.env_proxy(server, env) is None) is bypassed

@@ -6,11 +6,8 @@ dropped connection (the server may have applied them)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
@@ -21,40 +18,36 @@ from jobset_controller.runtime.client import (
     ServerError,
 )
 from jobset_controller.runtime.clock import FakeClock, RandomSource
+from jobset_controller.runtime.http1 import Response, TransportError
 from jobset_controller.runtime.kubeconfig import NoCredentials
 from jobset_controller.runtime.ratelimit import TokenBucket
 
 Answer = tuple[int, dict[str, str]] | Exception
 
 
-class Reply:
-    def __init__(self, status: int, headers: dict[str, str]) -> None:
-        self.status, self.headers = status, headers
-
-    async def read(self) -> bytes:
-        return orjson.dumps({"kind": "Status", "code": self.status} if self.status >= 400 else {})
-
-
-class ScriptedSession:
-    """Stands in for the aiohttp session: answers from a script, records when each came."""
+class ScriptedTransport:
+    """Stands in for the connection pool: answers from a script, records when each came."""
 
     def __init__(self, clock: FakeClock, answers: list[Answer]) -> None:
         self.clock, self.answers = clock, answers
         self.times: list[float] = []
 
-    @contextlib.asynccontextmanager
-    async def request(self, method: str, url: str, **kwargs: Any) -> AsyncIterator[Reply]:
+    async def request(
+        self, method: str, target: str, headers: str, body: bytes | None, **kwargs: Any
+    ) -> Response:
         self.times.append(self.clock.now())
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        yield Reply(*answer)
+        status, answer_headers = answer
+        body = orjson.dumps({"kind": "Status", "code": status} if status >= 400 else {})
+        return Response(status, {k.lower(): v for k, v in answer_headers.items()}, body)
 
 
-def client_for(session: ScriptedSession, clock: FakeClock, draws: RandomSource) -> KubeClient:
+def client_for(session: ScriptedTransport, clock: FakeClock, draws: RandomSource) -> KubeClient:
     return KubeClient(
         server="https://api.test",
-        session=session,  # type: ignore[arg-type]
+        transport=session,  # type: ignore[arg-type]
         credentials=NoCredentials(),
         settings=ClientSettings(),
         metrics=RestClientMetrics(None),
@@ -67,7 +60,7 @@ def client_for(session: ScriptedSession, clock: FakeClock, draws: RandomSource) 
 async def calls_at(
     answers: list[Answer], clock: FakeClock, draws: RandomSource, method: str = "GET"
 ) -> tuple[list[float], asyncio.Task[dict[str, Any]]]:
-    session = ScriptedSession(clock, answers)
+    session = ScriptedTransport(clock, answers)
     task = asyncio.create_task(client_for(session, clock, draws).request(method, "/api/v1/pods"))
     await clock.advance(100)
     return session.times, task
@@ -77,7 +70,7 @@ async def calls_at(
 async def test_an_answer_with_retry_after_is_retried_after_exactly_that_wait(
     clock: FakeClock, draws: RandomSource, status: int
 ) -> None:
-    session = ScriptedSession(clock, [(status, {"Retry-After": "3"}), (200, {})])
+    session = ScriptedTransport(clock, [(status, {"Retry-After": "3"}), (200, {})])
     task = asyncio.create_task(client_for(session, clock, draws).get("/api/v1/pods"))
     await clock.advance(2.99)
     assert session.times == [0.0]
@@ -106,7 +99,7 @@ async def test_throttling_without_retry_after_backs_off_with_jitter(
 async def test_a_dropped_connection_on_a_read_is_retried_after_a_backoff(
     clock: FakeClock, draws: RandomSource
 ) -> None:
-    dropped = aiohttp.ServerDisconnectedError()
+    dropped = TransportError("connection closed")
     times, task = await calls_at([dropped, dropped, (200, {})], clock, draws)
     assert times == pytest.approx([0.0, 0.15, 0.45])
     assert task.result() == {}
@@ -115,9 +108,9 @@ async def test_a_dropped_connection_on_a_read_is_retried_after_a_backoff(
 async def test_a_dropped_connection_on_a_write_is_not_retried(
     clock: FakeClock, draws: RandomSource
 ) -> None:
-    times, task = await calls_at([aiohttp.ServerDisconnectedError()], clock, draws, "POST")
+    times, task = await calls_at([TransportError("connection closed")], clock, draws, "POST")
     assert times == [0.0]
-    with pytest.raises(aiohttp.ServerDisconnectedError):
+    with pytest.raises(TransportError):
         task.result()
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
 import pytest
 
 from jobset_controller.runtime.clock import FakeClock
+from jobset_controller.runtime.http1 import TransportError
 from jobset_controller.runtime.leaderelection import (
     LeaderElectionConfig,
     LeaderElector,
@@ -28,7 +28,7 @@ class FlakyLeaseClient:
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         if self.always_fail or self.failures_left > 0:
             self.failures_left -= 1
-            raise aiohttp.ServerDisconnectedError()
+            raise TransportError("connection closed")
         if method == "GET":
             if self.lease is None:
                 from jobset_controller.runtime.client import NotFound
