@@ -1,4 +1,5 @@
-"""The metrics endpoint and the health probes, as small aiohttp servers on the event loop.
+"""The metrics endpoint and the health probes, as small HTTP servers on the event loop
+(runtime/http1server.py).
 
 - `MetricsServer` serves `/metrics` in the Prometheus text format from the `CollectorRegistry`
   it is given (never the global one).
@@ -28,12 +29,13 @@ liveness probe should give. Access logs are off (probes would flood them).
 from __future__ import annotations
 
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Final, Protocol
 
 import structlog
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request
 
 log = structlog.get_logger("httpserver")
 
@@ -73,21 +75,21 @@ def parse_bind_address(address: str) -> tuple[str | None, int] | None:
 
 
 class _Server:
-    """One aiohttp app on one address; started and stopped by the manager."""
+    """One HTTP server on one address; started and stopped by the manager."""
 
     def __init__(
         self,
         bind_address: str,
-        app: web.Application,
+        routes: dict[str, dict[str, Handler]],
         name: str,
         tls: ssl.SSLContext | None = None,
+        fallback: Handler | None = None,
     ) -> None:
         self.bind_address = bind_address
         self._target = parse_bind_address(bind_address)
-        self._app = app
         self._name = name
         self._tls = tls
-        self._runner: web.AppRunner | None = None
+        self._http = HttpServer(routes, name=name, tls=tls, fallback=fallback)
         self.port: int | None = None  # the port actually bound, once started
 
     @property
@@ -96,18 +98,11 @@ class _Server:
 
     async def start(self) -> None:
         """Bind and serve. Does nothing when disabled; raises OSError if the port is taken."""
-        if self._target is None or self._runner is not None:
+        if self._target is None or self._http.serving:
             return
         host, port = self._target
-        runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, host, port, ssl_context=self._tls).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        await self._http.start(host, port)
+        self.port = self._http.port
         log.info(
             "serving",
             server=self._name,
@@ -118,9 +113,7 @@ class _Server:
 
     async def stop(self) -> None:
         """Stop serving; safe to call when not started."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await self._http.stop()
 
 
 class MetricsServer(_Server):
@@ -141,24 +134,21 @@ class MetricsServer(_Server):
     ) -> None:
         self._registry = registry
         self._auth = auth
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        super().__init__(bind_address, app, "metrics", tls)
+        super().__init__(bind_address, {"/metrics": {"GET": self._metrics}}, "metrics", tls)
 
     @property
     def secure(self) -> bool:
         """HTTPS with every request authenticated and authorised."""
         return self._tls is not None and self._auth is not None
 
-    async def _metrics(self, request: web.Request) -> web.Response:
+    async def _metrics(self, request: Request) -> Reply:
         if self._auth is not None:
             verdict = await self._auth.decide(
-                request.headers.get("Authorization"), request.method, request.path
+                request.headers.get("authorization"), request.method, request.path
             )
             if verdict.status != 200:
-                return web.Response(status=verdict.status, text=verdict.message + "\n")
-        body = generate_latest(self._registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+                return Reply.text(verdict.message + "\n", verdict.status)
+        return Reply(body=generate_latest(self._registry), content_type=CONTENT_TYPE_LATEST)
 
 
 class HealthServer(_Server):
@@ -173,15 +163,25 @@ class HealthServer(_Server):
     ) -> None:
         self._liveness: dict[str, HealthCheck] = {}
         self._readiness: dict[str, HealthCheck] = {}
-        app = web.Application()
+        routes: dict[str, dict[str, Handler]] = {}
+        self._by_check: dict[str, Handler] = {}  # "/<endpoint>/" -> the handler of one check
         for endpoint, checks in (
             (liveness_endpoint_name, self._liveness),
             (readiness_endpoint_name, self._readiness),
         ):
             endpoint = endpoint.strip("/")
-            app.router.add_get(f"/{endpoint}", _handler(endpoint, checks))
-            app.router.add_get(f"/{endpoint}/{{check}}", _handler(endpoint, checks))
-        super().__init__(bind_address, app, "health")
+            handler = _handler(endpoint, checks)
+            routes[f"/{endpoint}"] = {"GET": handler}
+            self._by_check[f"/{endpoint}/"] = handler
+        super().__init__(bind_address, routes, "health", fallback=self._one_check)
+
+    async def _one_check(self, request: Request) -> Reply:
+        """`/<endpoint>/<check>`: the endpoint's handler runs that check alone."""
+        prefix, _, check = request.path.rpartition("/")
+        handler = self._by_check.get(prefix + "/")
+        if handler is None or not check or request.method != "GET":
+            return Reply.text("404 page not found\n", 404)
+        return await handler(request)
 
     def add_liveness_check(self, name: str, check: HealthCheck) -> None:
         """Add (or replace) a check the process must pass to be kept alive."""
@@ -200,22 +200,20 @@ def _passes(name: str, check: HealthCheck) -> bool:
         return False
 
 
-def _handler(
-    endpoint: str, checks: dict[str, HealthCheck]
-) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handle(request: web.Request) -> web.Response:
-        only = request.match_info.get("check")
+def _handler(endpoint: str, checks: dict[str, HealthCheck]) -> Handler:
+    async def handle(request: Request) -> Reply:
+        only = request.path.rpartition("/")[2] if request.path != f"/{endpoint}" else None
         if only is not None and only not in checks:
-            return web.Response(status=404, text=f"no check named {only}\n")
+            return Reply.text(f"no check named {only}\n", 404)
         selected = {only: checks[only]} if only is not None else dict(checks)
         results = {name: _passes(name, check) for name, check in selected.items()}
         lines = [f"[+]{name} ok" if ok else f"[-]{name} failed" for name, ok in results.items()]
         if not all(results.values()):
             failed = [name for name, ok in results.items() if not ok]
             log.info("health check failed", endpoint=endpoint, failed=failed)
-            return web.Response(status=500, text="\n".join([*lines, f"{endpoint} check failed\n"]))
-        if "verbose" in request.query:
-            return web.Response(text="\n".join([*lines, f"{endpoint} check passed\n"]))
-        return web.Response(text="ok")
+            return Reply.text("\n".join([*lines, f"{endpoint} check failed\n"]), 500)
+        if any(part.partition("=")[0] == "verbose" for part in request.query.split("&")):
+            return Reply.text("\n".join([*lines, f"{endpoint} check passed\n"]))
+        return Reply.text("ok")
 
     return handle

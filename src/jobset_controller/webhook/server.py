@@ -2,13 +2,14 @@
 
 TLS: the manager passes an `ssl_context` that follows `<certDir>/tls.crt` and `tls.key` as they
 are rotated (runtime.tlsreload: new handshakes get the new certificate, open connections and
-in-flight requests are untouched); this package may not import runtime, so it only holds the
-context. `cert_dir` instead loads the pair once (tests with a fixed certificate).
+in-flight requests are untouched); this package may not import runtime (save the generic HTTP
+server this module serves with, runtime/http1server.py), so it only holds the context.
+`cert_dir` instead loads the pair once (tests with a fixed certificate).
 
 The one piece of I/O validation needs, looking up PersistentVolumeClaims that a JobSet's
 volumeClaimPolicies would create, goes through a lookup function the manager injects; everything
-else is the pure `admission` module. Bodies are read with a size limit; a malformed request gets
-a 400, never a crash.
+else is the pure `admission` module. Bodies are read with a size limit (8 MiB); a malformed request
+gets a 400, never a crash.
 
 Every request to a webhook path is measured under controller-runtime's metric names, so its
 dashboards work unchanged: `controller_runtime_webhook_requests_total{webhook, code}` (the path
@@ -27,11 +28,11 @@ from typing import Any
 
 import orjson
 import structlog
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from jobset_controller.api import FeatureGates, JobSet
 from jobset_controller.api.naming import pvc_name
+from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request
 from jobset_controller.webhook.admission import mutate, validate
 from jobset_controller.webhook.pods import (
     MUTATE_POD_PATH,
@@ -55,8 +56,6 @@ ClaimLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 
 # Go client_golang's default buckets, which controller-runtime's webhook latency histogram uses.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class WebhookMetrics:
@@ -87,28 +86,22 @@ class WebhookMetrics:
             self.in_flight.labels(path)
             self.latency.labels(path)
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-        """An aiohttp middleware measuring every request routed to a webhook path."""
+    def measured(self, path: str, handler: Handler) -> Handler:
+        """`handler` with every request to it measured (a handler that raises counts as 500)."""
+        in_flight = self.in_flight.labels(path)
+        latency = self.latency.labels(path)
 
-        @web.middleware
-        async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
-            path = request.path
-            if path not in self._paths:  # not a webhook (a stray URL's 404)
-                return await handler(request)
+        async def measure(request: Request) -> Reply:
             started = time.perf_counter()
-            in_flight = self.in_flight.labels(path)
             in_flight.inc()
             code = 500
             try:
-                response = await handler(request)
-                code = response.status
-                return response
-            except web.HTTPException as refusal:
-                code = refusal.status
-                raise
+                reply = await handler(request)
+                code = reply.status
+                return reply
             finally:
                 in_flight.dec()
-                self.latency.labels(path).observe(time.perf_counter() - started)
+                latency.observe(time.perf_counter() - started)
                 self.requests.labels(path, str(code)).inc()
 
         return measure
@@ -148,88 +141,77 @@ class WebhookServer:
         self._ssl_context = ssl_context
         self._host = host or None
         self._port = port
-        self._runner: web.AppRunner | None = None
+        self._http: HttpServer | None = None
         self.port: int | None = None
-        middlewares: list[Any] = []
-        if registry is not None:
-            paths: tuple[str, ...] = (MUTATE_PATH, VALIDATE_PATH)
-            if pod_lookups is not None:
-                paths += (MUTATE_POD_PATH, VALIDATE_POD_PATH)
-            middlewares.append(WebhookMetrics(registry, paths).middleware())
-        app = web.Application(client_max_size=_MAX_BODY, middlewares=middlewares)
-        app.router.add_post(MUTATE_PATH, self._mutate)
-        app.router.add_post(VALIDATE_PATH, self._validate)
+        handlers: dict[str, Handler] = {MUTATE_PATH: self._mutate, VALIDATE_PATH: self._validate}
         if pod_lookups is not None:
-            app.router.add_post(MUTATE_POD_PATH, self._mutate_pod)
-            app.router.add_post(VALIDATE_POD_PATH, self._validate_pod)
-        self._app = app
+            handlers[MUTATE_POD_PATH] = self._mutate_pod
+            handlers[VALIDATE_POD_PATH] = self._validate_pod
+        if registry is not None:
+            metrics = WebhookMetrics(registry, tuple(handlers))
+            handlers = {path: metrics.measured(path, h) for path, h in handlers.items()}
+        self._routes = {path: {"POST": handler} for path, handler in handlers.items()}
 
     async def start(self) -> None:
-        runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
-        await runner.setup()
-        try:
-            context = self._ssl_context
-            if context is None:
-                assert self._cert_dir is not None
-                context = tls_context(self._cert_dir)
-            await web.TCPSite(runner, self._host, self._port, ssl_context=context).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        context = self._ssl_context
+        if context is None:
+            assert self._cert_dir is not None
+            context = tls_context(self._cert_dir)
+        server = HttpServer(self._routes, name="webhook", tls=context, max_body=_MAX_BODY)
+        await server.start(self._host, self._port)
+        self._http, self.port = server, server.port
         log.info("serving admission webhooks", port=self.port)
 
     @property
     def listening(self) -> bool:
         """The server is bound and answering (what /readyz's webhook check needs)."""
-        return self._runner is not None
+        return self._http is not None
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        server, self._http = self._http, None
+        if server is not None:
+            await server.stop()
 
     @staticmethod
-    async def _review(request: web.Request) -> dict[str, Any] | None:
+    async def _review(request: Request) -> dict[str, Any] | None:
         try:
-            body = orjson.loads(await request.read())
-        except (orjson.JSONDecodeError, ValueError):
+            body = orjson.loads(request.body)
+        except orjson.JSONDecodeError:
             return None
         return body if isinstance(body, dict) else None
 
     @staticmethod
-    def _reply(answer: dict[str, Any]) -> web.Response:
-        return web.Response(body=orjson.dumps(answer), content_type="application/json")
+    def _reply(answer: dict[str, Any]) -> Reply:
+        return Reply(body=orjson.dumps(answer), content_type="application/json")
 
-    async def _mutate(self, request: web.Request) -> web.Response:
+    async def _mutate(self, request: Request) -> Reply:
         review = await self._review(request)
         if review is None:
-            return web.Response(status=400, text="expected an AdmissionReview")
+            return Reply.text("expected an AdmissionReview", 400)
         return self._reply(mutate(review))
 
-    async def _validate(self, request: web.Request) -> web.Response:
+    async def _validate(self, request: Request) -> Reply:
         review = await self._review(request)
         if review is None:
-            return web.Response(status=400, text="expected an AdmissionReview")
+            return Reply.text("expected an AdmissionReview", 400)
         inner = review.get("request") or {}
         existing = await self._existing_pvcs(inner.get("namespace", ""), inner.get("object"))
         return self._reply(
             validate(review, features=self._features, existing_pvcs=lambda js: existing)
         )
 
-    async def _mutate_pod(self, request: web.Request) -> web.Response:
+    async def _mutate_pod(self, request: Request) -> Reply:
         review = await self._review(request)
         if review is None or self._pod_lookups is None:
-            return web.Response(status=400, text="expected an AdmissionReview")
+            return Reply.text("expected an AdmissionReview", 400)
         answer = mutate_pod(review, self._pod_lookups, self._follower_mode)
         self._log_refusal(review, answer, "mpod.kb.io")
         return self._reply(answer)
 
-    async def _validate_pod(self, request: web.Request) -> web.Response:
+    async def _validate_pod(self, request: Request) -> Reply:
         review = await self._review(request)
         if review is None or self._pod_lookups is None:
-            return web.Response(status=400, text="expected an AdmissionReview")
+            return Reply.text("expected an AdmissionReview", 400)
         answer = validate_pod(review, self._pod_lookups, self._follower_mode)
         self._log_refusal(review, answer, "vpod.kb.io")
         return self._reply(answer)
