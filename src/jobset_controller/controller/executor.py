@@ -194,7 +194,7 @@ class Executor:
         async def create(job: Mapping[str, Any]) -> None:
             name = job["metadata"]["name"]
             try:
-                await self._client.create(JOBS.path(namespace), job)
+                await self._client.create(JOBS.path(namespace), job, decode=False)
             except AlreadyExists:
                 pass
             except ApiError as error:
@@ -213,7 +213,7 @@ class Executor:
         self, regarding: ObjectRef, path: str, body: Mapping[str, Any], reason: str
     ) -> None:
         try:
-            await self._client.create(path, body)
+            await self._client.create(path, body, decode=False)
         except AlreadyExists:
             pass
         except ApiError as error:

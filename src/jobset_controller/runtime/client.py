@@ -174,7 +174,7 @@ class Transport(Protocol):
     ) -> Response: ...
 
     def stream(
-        self, method: str, target: str, headers: str, *, head_timeout: float
+        self, method: str, target: str, headers: str, *, read_timeout: float
     ) -> AbstractAsyncContextManager[Stream]: ...
 
     async def close(self) -> None: ...
@@ -312,8 +312,11 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         request_timeout: float | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """One API call with throttling and retries; returns the decoded JSON body."""
+        """One API call with throttling and retries; returns the decoded JSON body (an empty
+        dict when `decode` is False and the call succeeded: a caller that only needs to know
+        it worked skips parsing the object the server echoes)."""
         target = self._target(path, params)
         payload = None if body is None else orjson.dumps(body)
         time_limit = request_timeout or self.settings.request_timeout
@@ -339,9 +342,9 @@ class KubeClient:
                 self._observe(method, self._clock.now() - started)
             raw, status = response.body, response.status
             retry_after = response.headers.get("retry-after")
-            decoded = _decode(raw)
             if status < 400:
-                return decoded
+                return _decode(raw) if decode else {}
+            decoded = _decode(raw)
             delay = _retry_delay(status, retry_after, attempt, self._rng)
             if delay is not None and attempt < self.settings.max_retries:
                 attempt += 1
@@ -355,8 +358,10 @@ class KubeClient:
     async def get(self, path: str, **params: Any) -> dict[str, Any]:
         return await self.request("GET", path, params=params)
 
-    async def create(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]:
-        return await self.request("POST", path, params=params, body=body)
+    async def create(
+        self, path: str, body: Mapping[str, Any], *, decode: bool = True, **params: Any
+    ) -> dict[str, Any]:
+        return await self.request("POST", path, params=params, body=body, decode=decode)
 
     async def replace(self, path: str, body: Mapping[str, Any], **params: Any) -> dict[str, Any]:
         return await self.request("PUT", path, params=params, body=body)
@@ -412,7 +417,7 @@ class KubeClient:
         await self._bucket.acquire()
         target = self._target(path, {**params, "watch": True})
         async with self._transport.stream(
-            "GET", target, await self._headers(None), head_timeout=read_timeout
+            "GET", target, await self._headers(None), read_timeout=read_timeout
         ) as response:
             self._count(str(response.status), "GET")
             if response.status >= 400:
@@ -420,7 +425,7 @@ class KubeClient:
             # Pieces of a line not yet ended: joined once its newline comes (an object of any
             # size costs one join, not a copy per piece).
             pending: list[bytes] = []
-            async for piece in response.pieces(read_timeout):
+            async for piece in response.pieces():
                 if b"\n" not in piece:
                     pending.append(piece)
                     continue

@@ -132,6 +132,12 @@ class _Connection(asyncio.Protocol):
         self._data_waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._expect_body = True
+        # Timeouts are one timer per request, not a wrapper per await: a deadline for a whole
+        # answer, or a silence limit for a stream (reset by every byte that arrives).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._silence: float | None = None
+        self._last_read = 0.0
 
     # ---- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -144,6 +150,9 @@ class _Connection(asyncio.Protocol):
             self._close_transport()
             return
         self.received += len(data)
+        if self._silence is not None:
+            assert self._loop is not None
+            self._last_read = self._loop.time()
         self._buffer += data
         try:
             self._parse()
@@ -172,9 +181,26 @@ class _Connection(asyncio.Protocol):
         pass
 
     # ---- requests
-    def send(self, data: bytes, *, expect_body: bool) -> None:
+    def send(
+        self,
+        data: bytes,
+        *,
+        expect_body: bool,
+        time_limit: float | None = None,
+        silence: float | None = None,
+    ) -> None:
+        """Write a request. The answer fails with TimeoutError if it is not complete within
+        `time_limit` seconds, or if no byte of it arrives for `silence` seconds."""
         assert self.transport is not None
         loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._cancel_timer()
+        self._silence = silence
+        if time_limit is not None:
+            self._timer = loop.call_later(time_limit, self._time_out, time_limit)
+        elif silence is not None:
+            self._last_read = loop.time()
+            self._timer = loop.call_later(silence, self._check_silence)
         self._state = "head"
         self._expect_body = expect_body
         self._status, self._headers = 0, {}
@@ -215,7 +241,30 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.reusable = False
+        self._cancel_timer()
         self._close_transport()
+
+    # ---- timers
+    def _time_out(self, seconds: float) -> None:
+        self._timer = None
+        self._fail(TimeoutError(f"no complete answer within {seconds:g} s"))
+
+    def _check_silence(self) -> None:
+        self._timer = None
+        if self._state == "done" or self._silence is None or self._loop is None:
+            return
+        quiet_until = self._last_read + self._silence
+        if self._loop.time() >= quiet_until and not self._paused:  # paused: our reader is slow
+            self._fail(TimeoutError(f"no data for {self._silence:g} s"))
+        else:
+            self._timer = self._loop.call_at(
+                max(quiet_until, self._loop.time() + 0.1), self._check_silence
+            )
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # ---- parsing
     def _parse(self) -> None:
@@ -339,11 +388,13 @@ class _Connection(asyncio.Protocol):
 
     def _finish(self) -> None:
         self._state = "done"
+        self._cancel_timer()
         self.idle_since = time.monotonic()
         _wake(self._head_waiter)
         _wake(self._data_waiter)
 
     def _fail(self, error: BaseException) -> None:
+        self._cancel_timer()
         self._error = error
         self._state = "done"
         self.reusable = False
@@ -381,13 +432,10 @@ class Stream:
     async def read(self) -> bytes:
         return await self._connection.body()
 
-    async def pieces(self, read_timeout: float) -> AsyncIterator[bytes]:
-        """Body pieces as they arrive; TimeoutError if none comes for `read_timeout` seconds."""
-        while True:
-            async with asyncio.timeout(read_timeout):
-                piece = await self._connection.next_piece()
-            if piece is None:
-                return
+    async def pieces(self) -> AsyncIterator[bytes]:
+        """Body pieces as they arrive; TimeoutError once the server is silent for the stream's
+        `read_timeout` (ConnectionPool.stream)."""
+        while (piece := await self._connection.next_piece()) is not None:
             yield piece
 
 
@@ -443,45 +491,42 @@ class ConnectionPool:
         (check_header_value); Host, User-Agent and Content-Length are added here.
         """
         async with self._slots:
-            async with asyncio.timeout(time_limit):
-                for attempt in (0, 1):
-                    connection, reused = await self._acquire()
-                    try:
-                        connection.send(
-                            self._encode(method, target, headers, body),
-                            expect_body=method != "HEAD",
-                        )
-                        status, answer_headers = await connection.head()
-                        data = await connection.body()
-                    except TransportError:
-                        connection.close()
-                        if (
-                            attempt == 0
-                            and reused
-                            and connection.received == 0
-                            and method != "POST"
-                        ):
-                            continue
-                        raise
-                    except BaseException:
-                        connection.close()  # timeout or cancellation mid-answer
-                        raise
-                    self._release(connection)
-                    return Response(status, answer_headers, data)
+            for attempt in (0, 1):
+                connection, reused = await self._acquire()
+                try:
+                    connection.send(
+                        self._encode(method, target, headers, body),
+                        expect_body=method != "HEAD",
+                        time_limit=time_limit,
+                    )
+                    status, answer_headers = await connection.head()
+                    data = await connection.body()
+                except TransportError:
+                    connection.close()
+                    unanswered = reused and connection.received == 0
+                    if attempt == 0 and unanswered and method != "POST":
+                        continue
+                    raise
+                except BaseException:
+                    connection.close()  # timeout or cancellation mid-answer
+                    raise
+                self._release(connection)
+                return Response(status, answer_headers, data)
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextlib.asynccontextmanager
     async def stream(
-        self, method: str, target: str, headers: str, *, head_timeout: float
+        self, method: str, target: str, headers: str, *, read_timeout: float
     ) -> AsyncIterator[Stream]:
-        """Send one request and yield its answer for reading as it arrives (a watch). The
-        connection is reused only if the body was read to its end."""
+        """Send one request and yield its answer for reading as it arrives (a watch); waiting
+        for it fails with TimeoutError once the server sends nothing for `read_timeout`
+        seconds. The connection is reused only if the body was read to its end."""
         async with self._slots:
             connection, _ = await self._acquire()
             try:
-                async with asyncio.timeout(head_timeout):
-                    connection.send(self._encode(method, target, headers, None), expect_body=True)
-                    status, answer_headers = await connection.head()
+                request = self._encode(method, target, headers, None)
+                connection.send(request, expect_body=True, silence=read_timeout)
+                status, answer_headers = await connection.head()
                 yield Stream(connection, status, answer_headers)
             except BaseException:
                 connection.close()

@@ -35,7 +35,7 @@ class FakeClient:
             if fverb == verb and path.endswith(suffix):
                 raise error
 
-    async def create(self, path: str, body: Any) -> dict[str, Any]:
+    async def create(self, path: str, body: Any, **params: Any) -> dict[str, Any]:
         self._maybe_fail("create", f"{path}/{body['metadata']['name']}")
         return dict(body)
 

@@ -231,9 +231,9 @@ async def test_a_stream_yields_pieces_as_they_come_and_times_out_when_silent() -
         got: list[bytes] = []
 
         async def read_all() -> None:
-            async with pool.stream("GET", "/watch", "", head_timeout=5) as stream:
+            async with pool.stream("GET", "/watch", "", read_timeout=0.3) as stream:
                 assert stream.status == 200
-                async for piece in stream.pieces(read_timeout=0.3):
+                async for piece in stream.pieces():
                     got.append(piece)
 
         with pytest.raises(TimeoutError):
