@@ -198,8 +198,10 @@ class Controller:
         workers: int = 4,
         log_level: str = "info",
         profile: Path | None = None,
+        python: Path | None = None,
     ) -> None:
         self.label, self.src, self.plane = label, src, plane
+        self.python = str(python or sys.executable)
         self.workers, self.log_level = workers, log_level
         self.log_path = workdir / f"controller-{label}-{time.monotonic_ns()}.log"
         self.metrics_port, self.health_port = free_port(), free_port()
@@ -221,7 +223,7 @@ class Controller:
             f"  port: {free_port()}\n"
         )
         args = [
-            sys.executable, "-m", "jobset_controller", "run",
+            self.python, "-m", "jobset_controller", "run",
             f"--kubeconfig={self.plane.kubeconfig}", "--leader-elect=false",
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{self.health_port}",

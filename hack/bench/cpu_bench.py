@@ -17,7 +17,9 @@ its own namespaces on one control plane:
 
 Each `--src label=path` is measured in turn (`git worktree add /tmp/before <commit>` gives an
 earlier commit's `src`); `--rounds` repeats the sequence so the order does not favour one tree.
-Objects are deleted between trees, so each starts from the same cluster.
+Objects are deleted between trees, so each starts from the same cluster. The controller runs in
+a venv holding only the runtime dependencies, as the image does (runtime_venv.py; built once and
+cached); `--dev-venv` runs it in the development venv instead.
 
 Run: .venv/bin/python hack/bench/cpu_bench.py --src before=/tmp/before/src --src after=src
      [--rounds 1] [--idle 60] [--starts 3] [--scenarios start big many complete idle]
@@ -36,6 +38,7 @@ from typing import Any
 
 import orjson
 from benchlib import Controller, RawClient, Watcher, parse_src, worst_lag
+from runtime_venv import runtime_python
 
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.reconcile.desired_jobs import construct_job
@@ -104,7 +107,7 @@ async def run_tree(
     if "start" in scenarios:
         starts, rss, cpu = [], [], []
         for _ in range(args.starts):
-            probe = Controller(label, src, plane, workdir)
+            probe = Controller(label, src, plane, workdir, python=args.python)
             starts.append(await probe.start())
             cpu.append(probe.cpu())
             rss.append(probe.rss())
@@ -114,7 +117,7 @@ async def run_tree(
         out["start_median_s"] = statistics.median(starts)
         out["start_rss_mib"] = min(rss) / 2**20
 
-    controller = Controller(label, src, plane, workdir, profile=args.profile)
+    controller = Controller(label, src, plane, workdir, profile=args.profile, python=args.python)
     await controller.start()
     namespaces: list[str] = []
 
@@ -328,7 +331,13 @@ def main() -> None:
     parser.add_argument("--per-jobset", type=int, default=1, help="Jobs per completed JobSet")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy raw profiles here")
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
+    parser.add_argument(
+        "--dev-venv",
+        action="store_true",
+        help="run the controller in this (development) venv instead of a runtime-only one",
+    )
     args = parser.parse_args()
+    args.python = None if args.dev_venv else runtime_python()
     if not args.src:
         args.src = [f"current={Path(__file__).resolve().parents[2] / 'src'}"]
     asyncio.run(main_async(args))
