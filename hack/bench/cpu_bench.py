@@ -105,17 +105,19 @@ async def run_tree(
     tag = f"{label}-r{round_}"
     scenarios = set(args.scenarios)
     if "start" in scenarios:
-        starts, rss, cpu = [], [], []
+        starts, rss, cpu, after = [], [], [], []
         for _ in range(args.starts):
             probe = Controller(label, src, plane, workdir, python=args.python)
             starts.append(await probe.start())
             cpu.append(probe.cpu())
             rss.append(probe.rss())
+            after.append(await probe.settle() - cpu[-1])
             await probe.stop()
         out["start_s"] = min(starts)
         out["start_cpu_s"] = min(cpu)
         out["start_median_s"] = statistics.median(starts)
         out["start_rss_mib"] = min(rss) / 2**20
+        out["start_after_cpu_s"] = statistics.median(after)
 
     controller = Controller(label, src, plane, workdir, profile=args.profile, python=args.python)
     await controller.start()
@@ -263,6 +265,7 @@ FIGURES = (
     ("start_s", "start to /readyz, best (s)"),
     ("start_median_s", "start to /readyz, median (s)"),
     ("start_cpu_s", "CPU to /readyz, best (s)"),
+    ("start_after_cpu_s", "CPU from /readyz to quiet, once (warm-up), median (s)"),
     ("start_rss_mib", "RSS at /readyz (MiB)"),
     ("big_s", "1x{big}: all Jobs exist (s)"),
     ("big_raw_s", "1x{big}: raw client, same Jobs (s)"),

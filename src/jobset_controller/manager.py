@@ -42,6 +42,7 @@ from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector
 
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
+from jobset_controller.api.warmup import warm_up
 from jobset_controller.config import Configuration
 from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
@@ -209,6 +210,17 @@ class _Tasks:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+async def _warm_up() -> None:
+    """Build the API models' validators once the process is ready (api/warmup.py), so the
+    first reconcile or admission does not pay for it. A failure only costs that first call
+    the time it would have taken anyway."""
+    await asyncio.sleep(0)  # the readiness probe that may be waiting answers first
+    try:
+        warm_up()
+    except Exception as error:
+        log.warning("model warm-up failed", error=str(error))
+
+
 class Manager:
     def __init__(
         self,
@@ -270,6 +282,7 @@ class Manager:
                 self._serve_webhooks(stack, tasks, parts)
                 self._start_background(tasks, parts)
                 await self._sync_caches(parts)
+                tasks.spawn(_warm_up(), "warm-up")
                 renew = await self._lead(stack, tasks)
                 # Only a leader writes Jobs, so only a leader needs the mode (and a standby must
                 # send nothing but reads: the probe is a dry-run create).
