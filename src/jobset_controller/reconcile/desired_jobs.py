@@ -16,8 +16,10 @@ annotations only), then the controller:
 6. adds the controller ownerReference.
 """
 
-import copy
+from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from jobset_controller.api import EXCLUSIVE_KEY, JOB_KEY, JobSet, ReplicatedJob
 from jobset_controller.api.naming import job_name, jobset_subdomain
@@ -48,6 +50,7 @@ def construct_job(
     restarts: int,
     job_restart_attempt: int | None,
     pod_webhooks: bool = False,
+    template: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of Job ``job_index`` of ``rjob``.
 
@@ -59,6 +62,8 @@ def construct_job(
         job_restart_attempt: RestartJob gate: this index's ``jobRestarts`` value; else None.
         pod_webhooks: The pod webhooks are active: an affinity-strategy Job is placed by leader
             and followers (labelled, no affinity in its template).
+        template: ``rjob.template.to_dict()``, when the caller builds many Jobs of one
+            replicatedJob (dumping the model once per replicatedJob, not once per Job).
     """
     namespace = js.metadata.namespace or ""
     name = job_name(js.metadata.name or "", rjob.name, job_index)
@@ -66,10 +71,13 @@ def construct_job(
         js, rjob, job_index, restarts=restarts, job_restart_attempt=job_restart_attempt
     )
     exclusive = exclusive_annotations(js, rjob)
-    template = rjob.template.to_dict()
+    if template is None:
+        template = rjob.template.to_dict()
     template_metadata = template.get("metadata") or {}
     job_annotations = {**(template_metadata.get("annotations") or {}), **keys, **exclusive}
-    spec: dict[str, Any] = copy.deepcopy(template.get("spec") or {})
+    # Each Job gets its own copy (no two manifests share a nested object), made through JSON:
+    # the template is JSON already, and orjson copies it several times faster than deepcopy.
+    spec: dict[str, Any] = orjson.loads(orjson.dumps(template.get("spec") or {}))
     pod_template: dict[str, Any] = spec.get("template") or {}
     pod_metadata = dict(pod_template.get("metadata") or {})
     pod_metadata["labels"] = {**(pod_metadata.get("labels") or {}), **keys}

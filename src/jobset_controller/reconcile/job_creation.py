@@ -67,6 +67,7 @@ def plan_job_creation(view: JobSetView, draft: StatusDraft) -> Creation:
             continue
         if in_order and all_replicas_started(rjob.replicas, view.counts[rjob.name]):
             continue
+        template = rjob.template.to_dict()
         for job_index in range(0 if blocked else rjob.replicas):
             if job_name(name, rjob.name, job_index) in taken:
                 continue
@@ -85,6 +86,7 @@ def plan_job_creation(view: JobSetView, draft: StatusDraft) -> Creation:
                     restarts=draft.restarts,
                     job_restart_attempt=attempt,
                     pod_webhooks=view.pod_webhooks,
+                    template=template,
                 )
             )
         if in_order:
