@@ -470,34 +470,43 @@ def env_proxy(server: str, environ: Mapping[str, str] | None = None) -> str | No
 
 
 def _bypasses(entry: str, host: str, port: int) -> bool:
-    """Whether one NO_PROXY entry exempts host:port (Go's httpproxy matching)."""
+    """Whether one NO_PROXY entry exempts host:port (Go's httpproxy matching): IPs and CIDRs
+    match IP hosts by value, names match names (the name or a subdomain of it)."""
     entry = entry.strip().lower()
     if not entry:
         return False
     if entry == "*":
         return True
-    try:
-        network = ipaddress.ip_network(entry, strict=False) if "/" in entry else None
-    except ValueError:
-        network = None
-    if network is not None:
+    host_ip = _ip(host)
+    if "/" in entry:
         try:
-            return ipaddress.ip_address(host) in network
+            network = ipaddress.ip_network(entry, strict=False)
         except ValueError:
             return False
-    name, entry_port = entry, None
+        return host_ip is not None and host_ip in network
+    name, entry_port = entry, ""
     if entry.startswith("[") and "]" in entry:  # [v6] or [v6]:port
         name, _, rest = entry[1:].partition("]")
-        entry_port = rest[1:] or None
+        entry_port = rest[1:]
     elif entry.count(":") == 1:
         name, entry_port = entry.split(":")
-    if entry_port is not None and entry_port != str(port):
+    if entry_port and entry_port != str(port):
         return False
+    entry_ip = _ip(name)
+    if entry_ip is not None or host_ip is not None:
+        return entry_ip == host_ip
     if name.startswith("*."):
         name = name[1:]
     if name.startswith("."):
         return host.endswith(name)
     return host == name or host.endswith("." + name)
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return None
 
 
 def _is_loopback(host: str) -> bool:

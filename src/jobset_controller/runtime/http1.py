@@ -10,16 +10,19 @@ aiohttp's client spends 0.22-0.25 s of CPU, this pool 0.11-0.12 s, TLS included
 What it guarantees:
 - At most `limit` requests in flight (100 by default, as client-go's and aiohttp's pools); more
   wait their turn. A connection is reused only after its answer was read to the end and the
-  server did not say `Connection: close`; idle connections are dropped after `idle_timeout`.
+  server did not say `Connection: close`, and not once it has been idle for `idle_timeout`
+  (45 s, under the API server's 90 s, so the server is not the one closing it as we send;
+  checked when a connection is taken, so an unused one can stay open until then).
 - Answers framed by Content-Length, chunked transfer encoding (trailers skipped), or the end of
   the connection. Compression is never asked for: on a cluster network it costs both sides more
   CPU than the bytes it saves.
-- A request that fails on a REUSED connection before any answer byte arrived (the server closed
-  it while idle) is sent once more on a new connection, unless it is a POST: a create might
-  have been applied, so its failure is the caller's to judge.
+- A GET that fails on a REUSED connection before any answer byte arrived (the server closed it
+  while idle) is sent once more, on a new connection. Other methods are not (as Go's transport):
+  the server may have applied them, so the failure is the caller's to judge.
 - Failures are `TransportError` (an OSError: refused, reset, TLS, a malformed answer, the
-  connection closing mid-answer) or `TimeoutError`. A connection that failed, timed out, or
-  whose caller was cancelled mid-request is closed, never reused.
+  connection closing mid-answer) or `TimeoutError` (connecting: `connect_timeout`; the answer:
+  the caller's time limit, counted from sending; a stream: silence). A connection that failed,
+  timed out, or whose caller was cancelled mid-request is closed, never reused.
 - A streamed answer (a watch) is read incrementally; the socket stops being read while more
   than `_STREAM_HIGH_WATER` bytes wait for the reader, so a slow consumer cannot balloon memory.
 - Requests go through an HTTP proxy when one is given: CONNECT tunnel for https servers, the
@@ -44,6 +47,8 @@ _HEAD_LIMIT = 1 << 20  # bytes of status line + headers before the answer is cal
 _STREAM_HIGH_WATER = 1 << 22  # bytes buffered for a stream's reader before reading pauses
 _STREAM_LOW_WATER = 1 << 20
 _NO_BODY_STATUSES = frozenset((204, 304))
+_SAFE_METHODS = frozenset(("GET", "HEAD"))
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 class TransportError(ConnectionError):
@@ -74,8 +79,8 @@ class Endpoint:
         parts = urlsplit(server)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server {server!r}: not an http(s) URL with a host")
-        if proxy is not None and urlsplit(proxy).scheme != "http":
-            raise ValueError(f"proxy {_redact(proxy)!r}: only http:// proxies are supported")
+        if proxy is not None and not _usable_proxy(proxy):
+            raise ValueError(f"proxy {_redact(proxy)!r}: only http://host[:port] proxies")
         default = 443 if parts.scheme == "https" else 80
         return cls(
             scheme=parts.scheme,
@@ -168,8 +173,8 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.reusable = False
-        if self._state == "close":
-            self._finish()
+        if self._state == "close" and exc is None:
+            self._finish()  # the end of the connection was the end of the answer
         elif self._state not in ("idle", "done"):
             reason = f": {exc}" if exc else ""
             self._fail(TransportError(f"connection closed before the answer was complete{reason}"))
@@ -231,6 +236,8 @@ class _Connection(asyncio.Protocol):
         if self._paused and self._buffered <= _STREAM_LOW_WATER and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
+            if self._loop is not None:  # the silence limit counts from now, not from the pause
+                self._last_read = self._loop.time()
         return piece
 
     async def body(self) -> bytes:
@@ -296,12 +303,9 @@ class _Connection(asyncio.Protocol):
                     return
                 text = bytes(buffer[:end]).split(b";", 1)[0].strip()
                 del buffer[: end + 2]
-                try:
-                    self._remaining = int(text, 16)
-                except ValueError:
-                    raise TransportError(f"malformed chunk size {text[:20]!r}") from None
-                if self._remaining < 0:
-                    raise TransportError("negative chunk size")
+                if not text or len(text) > 15 or text.strip(_HEX_DIGITS):
+                    raise TransportError(f"malformed chunk size {text[:20]!r}")
+                self._remaining = int(text, 16)
                 self._state = "chunk" if self._remaining else "trailer"
             elif state == "chunk":
                 if not buffer:
@@ -366,10 +370,10 @@ class _Connection(asyncio.Protocol):
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "size"
         elif "content-length" in headers:
-            try:
-                self._remaining = int(headers["content-length"])
-            except ValueError:
-                raise TransportError("malformed Content-Length") from None
+            length = headers["content-length"]
+            if not (length.isascii() and length.isdigit()) or len(length) > 18:
+                raise TransportError(f"malformed Content-Length {length[:20]!r}")
+            self._remaining = int(length)
             self._state = "length" if self._remaining > 0 else "done"
         else:
             self.reusable = False
@@ -448,7 +452,7 @@ class ConnectionPool:
         *,
         limit: int = 100,
         connect_timeout: float = 10.0,
-        idle_timeout: float = 90.0,
+        idle_timeout: float = 45.0,
         user_agent: str = "",
     ) -> None:
         self.endpoint = endpoint
@@ -491,8 +495,9 @@ class ConnectionPool:
         (check_header_value); Host, User-Agent and Content-Length are added here.
         """
         async with self._slots:
+            fresh = False
             for attempt in (0, 1):
-                connection, reused = await self._acquire()
+                connection, reused = await self._acquire(fresh=fresh)
                 try:
                     connection.send(
                         self._encode(method, target, headers, body),
@@ -504,7 +509,8 @@ class ConnectionPool:
                 except TransportError:
                     connection.close()
                     unanswered = reused and connection.received == 0
-                    if attempt == 0 and unanswered and method != "POST":
+                    if attempt == 0 and unanswered and method in _SAFE_METHODS:
+                        fresh = True
                         continue
                     raise
                 except BaseException:
@@ -540,11 +546,12 @@ class ConnectionPool:
             return (head + "\r\n").encode("latin-1")
         return (head + f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
 
-    async def _acquire(self) -> tuple[_Connection, bool]:
+    async def _acquire(self, *, fresh: bool = False) -> tuple[_Connection, bool]:
+        """An idle connection (True) or a new one (False); `fresh`: always a new one."""
         if self._closed:
             raise TransportError("the client is closed")
         now = time.monotonic()
-        while self._idle:
+        while self._idle and not fresh:
             connection = self._idle.pop()
             if connection.closed or not connection.reusable:
                 continue
@@ -597,20 +604,34 @@ class ConnectionPool:
         request = f"CONNECT {endpoint.authority} HTTP/1.1\r\nHost: {endpoint.authority}\r\n"
         if self._proxy_authorization:
             request += f"Proxy-Authorization: {self._proxy_authorization}\r\n"
-        # The proxy's answer to CONNECT has no body; the bytes after it are the server's.
-        connection.send((request + "\r\n").encode("latin-1"), expect_body=False)
-        status, _ = await connection.head()
-        if status != 200:
-            connection.close()
-            raise TransportError(f"proxy {proxy.hostname}:{proxy.port} refused CONNECT: {status}")
-        assert connection.transport is not None
-        tunnel = _Connection()
-        transport = await loop.start_tls(
-            connection.transport, tunnel, endpoint.ssl_context, server_hostname=endpoint.host
-        )
+        try:
+            # The proxy's answer to CONNECT has no body; the bytes after it are the server's.
+            connection.send((request + "\r\n").encode("latin-1"), expect_body=False)
+            status, _ = await connection.head()
+            if status != 200:
+                raise TransportError(
+                    f"proxy {proxy.hostname}:{proxy.port} refused CONNECT: {status}"
+                )
+            assert connection.transport is not None
+            tunnel = _Connection()
+            transport = await loop.start_tls(
+                connection.transport, tunnel, endpoint.ssl_context, server_hostname=endpoint.host
+            )
+        except BaseException:
+            connection.close()  # a refusal, a timeout or a cancellation: no socket left open
+            raise
         assert transport is not None
         tunnel.connection_made(transport)
         return tunnel
+
+
+def _usable_proxy(proxy: str) -> bool:
+    parts = urlsplit(proxy)
+    try:
+        port = parts.port  # ValueError when out of range
+    except ValueError:
+        return False
+    return parts.scheme == "http" and bool(parts.hostname) and port != 0
 
 
 def _proxy_authorization(proxy: str | None) -> str:

@@ -7,16 +7,20 @@ per admission request than the admission decision itself.
 
 What it guarantees:
 - Requests are read with limits: the request line and headers at most 64 KiB (else 431), a body
-  at most `max_body` bytes (else 413, before reading it), a Content-Length that is a number (else
-  400); a chunked request body gets 411 (the API server, Prometheus and kubelet all send a
+  at most `max_body` bytes (else 413, before reading it), one Content-Length of ASCII digits
+  (else 400: a second one could make a proxy in front frame the request differently); a
+  request with Transfer-Encoding gets 411 (the API server, Prometheus and kubelet all send a
   length). Each of those answers closes the connection.
-- A client has `header_timeout` seconds to send a whole request once it started one or once the
-  connection opened (a slow or stalled client cannot hold a connection open), and an idle
-  keep-alive connection is closed after `idle_timeout`.
+- A client has `header_timeout` seconds for the TLS handshake, for the head of a request once
+  the connection opened or the request started, and again for its body once the head is in
+  (a slow or stalled client cannot hold a connection open); an idle keep-alive connection is
+  closed after `idle_timeout`.
 - One request at a time per connection, in order (pipelined requests wait their turn; reading
-  pauses while a handler runs). `Connection: close` and HTTP/1.0 without keep-alive close after
-  the answer; `Expect: 100-continue` is answered.
-- A handler that raises gets the client a 500 with a fixed text; the error is logged with the
+  pauses once more than 64 KiB of them is waiting). `Connection: close` and HTTP/1.0 without
+  keep-alive close after the answer; `Expect: 100-continue` is answered; an answer to HEAD has
+  no body.
+- A handler that raises (or answers what cannot be encoded) gets the client a 500 with a fixed
+  text; the error is logged with the
   server, method and path only (never headers or body). A client that goes away cancels its
   handler.
 - Routing is by exact path, then method (404 and 405 otherwise); a `fallback` handler may take
@@ -26,6 +30,7 @@ What it guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -95,7 +100,12 @@ class HttpServer:
         """Bind and serve; OSError if the address is taken. `host` None: all interfaces."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _ServerConnection(self), host, port, ssl=self.tls, reuse_address=True
+            lambda: _ServerConnection(self),
+            host,
+            port,
+            ssl=self.tls,
+            reuse_address=True,
+            ssl_handshake_timeout=self.header_timeout if self.tls is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -107,7 +117,10 @@ class HttpServer:
         server.close()
         for connection in list(self._connections):
             connection.abort()
-        await server.wait_closed()
+        # A connection still in its TLS handshake is aborted when it completes (connection_made
+        # sees the server stopped); the wait is bounded all the same.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.wait_closed(), 5.0)
 
     def route(self, request: Request) -> Handler:
         methods = self.routes.get(request.path)
@@ -149,6 +162,9 @@ class _ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if not self._server.serving:  # accepted as the server stopped
+            transport.abort()
+            return
         self._server._connections.add(self)
         self._arm(self._server.header_timeout)
 
@@ -185,6 +201,8 @@ class _ServerConnection(asyncio.Protocol):
             del self._buffer[: end + 4]
             if not self._read_head(head):
                 return
+            if len(self._buffer) < self._length and (self._timer is None or self._timer_idle):
+                self._arm(self._server.header_timeout)  # the body, on a line that was idle
         if len(self._buffer) < self._length:
             assert self._head is not None
             if self._head[3].get("expect", "").lower() == "100-continue" and not self._continued:
@@ -211,15 +229,19 @@ class _ServerConnection(asyncio.Protocol):
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(":")
+            name = name.lower()
             if not colon or not name or name != name.strip():
                 self._answer_and_close(Reply.text("malformed header\n", 400))
                 return False
-            headers[name.lower()] = value.strip()
+            if name == "content-length" and name in headers:
+                self._answer_and_close(Reply.text("more than one Content-Length\n", 400))
+                return False
+            headers[name] = value.strip()
         if "transfer-encoding" in headers:
             self._answer_and_close(Reply.text("a request body needs a Content-Length\n", 411))
             return False
         length_text = headers.get("content-length", "0")
-        if not length_text.isdigit():
+        if not (length_text.isascii() and length_text.isdigit()) or len(length_text) > 18:
             self._answer_and_close(Reply.text("malformed Content-Length\n", 400))
             return False
         length = int(length_text)
@@ -237,8 +259,10 @@ class _ServerConnection(asyncio.Protocol):
 
     # ---- answering
     async def _serve(self, request: Request, keep_alive: bool) -> None:
+        head_only = request.method == "HEAD"
         try:
             reply = await self._server.route(request)(request)
+            answer = _encode(reply, keep_alive, head_only)
         except asyncio.CancelledError:
             return  # the client went away, or the server is stopping
         except Exception as error:
@@ -249,11 +273,11 @@ class _ServerConnection(asyncio.Protocol):
                 path=request.path,
                 error=type(error).__name__,
             )
-            reply = Reply.text("internal server error\n", 500)
+            answer = _encode(Reply.text("internal server error\n", 500), keep_alive, head_only)
         self._task = None
         if self._transport is None:
             return
-        self._write(_encode(reply, keep_alive))
+        self._write(answer)
         if not keep_alive:
             self._transport.close()
             return
@@ -264,7 +288,7 @@ class _ServerConnection(asyncio.Protocol):
             self._arm(self._server.idle_timeout, idle=True)
 
     def _answer_and_close(self, reply: Reply) -> None:
-        self._write(_encode(reply, keep_alive=False))
+        self._write(_encode(reply, keep_alive=False, head_only=False))
         if self._transport is not None:
             self._transport.close()
 
@@ -289,7 +313,8 @@ class _ServerConnection(asyncio.Protocol):
             self._transport.close()
 
 
-def _encode(reply: Reply, keep_alive: bool) -> bytes:
+def _encode(reply: Reply, keep_alive: bool, head_only: bool) -> bytes:
+    """The answer's bytes; ValueError if a header value could split it."""
     try:
         phrase = http.HTTPStatus(reply.status).phrase
     except ValueError:
@@ -300,7 +325,9 @@ def _encode(reply: Reply, keep_alive: bool) -> bytes:
         f"Content-Length: {len(reply.body)}\r\n"
     )
     for name, value in reply.headers.items():
+        if not (value.isascii() and value.isprintable()):
+            raise ValueError(f"header {name}: only printable ASCII is allowed")
         head += f"{name}: {value}\r\n"
     if not keep_alive:
         head += "Connection: close\r\n"
-    return (head + "\r\n").encode("latin-1") + reply.body
+    return (head + "\r\n").encode("latin-1") + (b"" if head_only else reply.body)

@@ -106,6 +106,9 @@ def test_the_proxy_variable_follows_the_server_scheme_upper_case_first() -> None
         ("10.1.2.3", "https://10.1.2.3", True),
         ("[fd00::1]:443", "https://[fd00::1]", True),
         (" other.test , API.test ", "https://api.test", True),
+        ("fd00:0::1", "https://[fd00::1]", True),  # IPs compare by value
+        ("1.2.3", "https://10.1.2.3", False),  # a name never matches an IP host
+        ("api.test:", "https://api.test:6443", True),  # an empty port: any port
         ("", "https://api.test", False),
     ],
 )

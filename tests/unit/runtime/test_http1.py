@@ -179,11 +179,12 @@ async def test_a_read_on_a_connection_the_server_dropped_is_sent_again_once() ->
     assert [r.split(b" ")[1] for r in server.requests] == [b"/a", b"/b", b"/b"]
 
 
-async def test_a_create_on_a_connection_the_server_dropped_is_not_sent_again() -> None:
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+async def test_a_write_on_a_connection_the_server_dropped_is_not_sent_again(method: str) -> None:
     async with serving([OK, drop, OK]) as (server, pool):
         await pool.request("GET", "/a", "", None, time_limit=5)
         with pytest.raises(TransportError):
-            await pool.request("POST", "/b", "", b"{}", time_limit=5)
+            await pool.request(method, "/b", "", b"{}", time_limit=5)
     assert len(server.requests) == 2
 
 
@@ -194,6 +195,21 @@ async def test_an_answer_cut_short_is_a_transport_error() -> None:
 
     async with serving([half]) as (_, pool):
         with pytest.raises(TransportError, match="before the answer was complete"):
+            await pool.request("GET", "/a", "", None, time_limit=5)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x1\r\na\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n",
+    ],
+)
+async def test_malformed_lengths_are_transport_errors(answer: bytes) -> None:
+    async with serving([answer]) as (_, pool):
+        with pytest.raises(TransportError, match="malformed"):
             await pool.request("GET", "/a", "", None, time_limit=5)
 
 
@@ -337,6 +353,9 @@ async def test_https_through_a_proxy_tunnels_with_connect_and_proxy_credentials(
     assert origin.requests[0].startswith(b"GET /api HTTP/1.1\r\n")
 
 
-def test_only_http_proxies_are_accepted() -> None:
-    with pytest.raises(ValueError, match="only http:// proxies"):
-        Endpoint.for_url("https://api.test:6443", None, proxy="https://proxy.test:3128")
+@pytest.mark.parametrize(
+    "proxy", ["https://proxy.test:3128", "http://proxy.test:99999", "http://:3128", "socks5://p:1"]
+)
+def test_only_http_proxies_with_a_host_and_port_are_accepted(proxy: str) -> None:
+    with pytest.raises(ValueError, match=r"only http://host\[:port\] proxies"):
+        Endpoint.for_url("https://api.test:6443", None, proxy=proxy)

@@ -170,3 +170,46 @@ async def test_stop_closes_open_connections_and_the_port() -> None:
         writer.close()
         with pytest.raises(ConnectionRefusedError):
             await asyncio.open_connection("127.0.0.1", port)
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /echo HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na",
+        b"POST /echo HTTP/1.1\r\nContent-Length: \xb2\r\n\r\na",
+        b"POST /echo HTTP/1.1\r\nContent-Length: " + b"9" * 19 + b"\r\n\r\na",
+    ],
+)
+async def test_a_content_length_that_could_be_read_two_ways_is_refused(
+    request_bytes: bytes,
+) -> None:
+    async with server() as http:
+        assert http.port is not None
+        answers, closed = await exchange(http.port, request_bytes)
+    assert status(answers[0]) == 400
+    assert closed
+
+
+async def test_an_answer_to_head_has_no_body() -> None:
+    async with server() as http:
+        assert http.port is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
+        writer.write(b"HEAD /echo HTTP/1.1\r\n\r\nGET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
+        data = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+    first, _, rest = data.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 405 ")
+    assert rest.startswith(b"HTTP/1.1 200 OK")  # nothing between the two answers
+
+
+async def test_a_body_that_stalls_on_a_kept_alive_line_is_dropped_after_the_header_timeout() -> (
+    None
+):
+    async with server(header_timeout=0.3, idle_timeout=30) as http:
+        assert http.port is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
+        writer.write(b"GET /echo HTTP/1.1\r\n\r\n")
+        await asyncio.wait_for(reader.readuntil(b"GET /echo "), 5)
+        writer.write(b"POST /echo HTTP/1.1\r\nContent-Length: 5\r\n\r\nab")  # 3 bytes never come
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
