@@ -289,11 +289,7 @@ class _Connection(asyncio.Protocol):
             elif state == "length":
                 if not buffer:
                     return
-                take = min(self._remaining, len(buffer))
-                self._deliver(bytes(buffer[:take]))
-                del buffer[:take]
-                self._remaining -= take
-                if self._remaining == 0:
+                if self._take(buffer):
                     self._finish()
             elif state == "size":
                 end = buffer.find(b"\r\n")
@@ -310,11 +306,7 @@ class _Connection(asyncio.Protocol):
             elif state == "chunk":
                 if not buffer:
                     return
-                take = min(self._remaining, len(buffer))
-                self._deliver(bytes(buffer[:take]))
-                del buffer[:take]
-                self._remaining -= take
-                if self._remaining == 0:
+                if self._take(buffer):
                     self._state = "chunk-end"
             elif state == "chunk-end":
                 if len(buffer) < 2:
@@ -342,6 +334,15 @@ class _Connection(asyncio.Protocol):
                     self.reusable = False
                     buffer.clear()
                 return
+
+    def _take(self, buffer: bytearray) -> bool:
+        """Deliver what `buffer` holds of the bytes still owed (a Content-Length or a chunk);
+        True once none are owed."""
+        take = min(self._remaining, len(buffer))
+        self._deliver(bytes(buffer[:take]))
+        del buffer[:take]
+        self._remaining -= take
+        return self._remaining == 0
 
     def _read_head(self, raw: bytes) -> None:
         lines = raw.decode("latin-1").split("\r\n")

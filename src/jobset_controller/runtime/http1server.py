@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from jobset_controller.runtime.http1 import check_header_value
+
 log = structlog.get_logger("httpserver")
 
 _HEAD_LIMIT = 64 * 1024
@@ -325,8 +327,7 @@ def _encode(reply: Reply, keep_alive: bool, head_only: bool) -> bytes:
         f"Content-Length: {len(reply.body)}\r\n"
     )
     for name, value in reply.headers.items():
-        if not (value.isascii() and value.isprintable()):
-            raise ValueError(f"header {name}: only printable ASCII is allowed")
+        check_header_value(name, value)
         head += f"{name}: {value}\r\n"
     if not keep_alive:
         head += "Connection: close\r\n"
