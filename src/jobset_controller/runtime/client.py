@@ -52,6 +52,7 @@ from jobset_controller.runtime.http1 import (
     TransportError,
     check_header_value,
     check_target,
+    default_port,
 )
 from jobset_controller.runtime.kubeconfig import ClusterAccess, Credentials
 from jobset_controller.runtime.kubeconfig import load as load_access
@@ -198,10 +199,11 @@ class KubeClient:
         self.server = server.rstrip("/")
         self._clock: Clock = clock or RealClock()
         self._rng = rng
-        self._host = urlsplit(self.server).netloc
+        parts = urlsplit(self.server)
+        self._host = parts.netloc
         # Requests carry only a path: a server URL with a path prefix (a proxy in front of the
         # API server, as kubeconfigs allow) puts it before each one.
-        self._path_prefix = urlsplit(self.server).path.rstrip("/")
+        self._path_prefix = parts.path.rstrip("/")
         self._transport = transport
         self._credentials = credentials
         self.settings = settings
@@ -463,7 +465,7 @@ def env_proxy(server: str, environ: Mapping[str, str] | None = None) -> str | No
     if not proxy:
         return None
     no_proxy = env.get("NO_PROXY") or env.get("no_proxy") or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = parts.port or default_port(parts.scheme)
     if any(_bypasses(entry, host, port) for entry in no_proxy.split(",")):
         return None
     return proxy if "://" in proxy else "http://" + proxy
@@ -510,12 +512,8 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    ip = _ip(host)
+    return host == "localhost" or (ip is not None and ip.is_loopback)
 
 
 def _query_value(value: Any) -> str:

@@ -81,11 +81,10 @@ class Endpoint:
             raise ValueError(f"server {server!r}: not an http(s) URL with a host")
         if proxy is not None and not _usable_proxy(proxy):
             raise ValueError(f"proxy {_redact(proxy)!r}: only http://host[:port] proxies")
-        default = 443 if parts.scheme == "https" else 80
         return cls(
             scheme=parts.scheme,
             host=parts.hostname,
-            port=parts.port or default,
+            port=parts.port or default_port(parts.scheme),
             ssl_context=ssl_context if parts.scheme == "https" else None,
             proxy=proxy,
         )
@@ -101,6 +100,27 @@ def check_header_value(name: str, value: str) -> None:
     is not ASCII."""
     if not (value.isascii() and value.isprintable()):
         raise ValueError(f"header {name}: only printable ASCII is allowed")
+
+
+def default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def content_length(text: str) -> int | None:
+    """A Content-Length value as a number, or None unless it is 1-18 ASCII digits (the
+    client and the server frame bodies by the same rule)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    return int(text)
+
+
+def keeps_alive(version: str, connection: str) -> bool:
+    """Whether a message of this HTTP version and Connection header leaves the connection open
+    (HTTP/1.1 unless "close"; HTTP/1.0 only with "keep-alive")."""
+    connection = connection.lower()
+    if "close" in connection:
+        return False
+    return version != "HTTP/1.0" or "keep-alive" in connection
 
 
 def check_target(target: str) -> None:
@@ -362,19 +382,17 @@ class _Connection(asyncio.Protocol):
                 raise TransportError(f"malformed header line {line[:100]!r}")
             headers[name.strip().lower()] = value.strip()
         self._status, self._headers = status, headers
-        connection = headers.get("connection", "").lower()
-        old_http = status_line[0] == "HTTP/1.0"
-        if "close" in connection or (old_http and "keep-alive" not in connection):
+        if not keeps_alive(status_line[0], headers.get("connection", "")):
             self.reusable = False
         if not self._expect_body or status in _NO_BODY_STATUSES:
             self._state = "done"
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "size"
         elif "content-length" in headers:
-            length = headers["content-length"]
-            if not (length.isascii() and length.isdigit()) or len(length) > 18:
-                raise TransportError(f"malformed Content-Length {length[:20]!r}")
-            self._remaining = int(length)
+            length = content_length(headers["content-length"])
+            if length is None:
+                raise TransportError(f"malformed Content-Length {headers['content-length'][:20]!r}")
+            self._remaining = length
             self._state = "length" if self._remaining > 0 else "done"
         else:
             self.reusable = False
@@ -588,7 +606,7 @@ class ConnectionPool:
             raise TransportError(
                 f"connecting to {endpoint.authority}: no answer in {self._connect_timeout:g} s"
             ) from None
-        except (OSError, ssl.SSLError) as error:
+        except OSError as error:  # ssl.SSLError included
             if isinstance(error, TransportError):
                 raise
             raise TransportError(f"connecting to {endpoint.authority}: {error}") from error
@@ -597,8 +615,7 @@ class ConnectionPool:
         endpoint = self.endpoint
         assert endpoint.proxy is not None
         proxy = urlsplit(endpoint.proxy)
-        if not proxy.hostname:
-            raise TransportError(f"proxy {_redact(endpoint.proxy)!r}: no host")
+        assert proxy.hostname  # Endpoint.for_url accepts only proxies with a host
         _, connection = await loop.create_connection(_Connection, proxy.hostname, proxy.port or 80)
         if endpoint.ssl_context is None:  # plain http: absolute-form targets, no tunnel
             return connection

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from jobset_controller.runtime.http1 import check_header_value
+from jobset_controller.runtime.http1 import check_header_value, content_length, keeps_alive
 
 log = structlog.get_logger("httpserver")
 
@@ -127,7 +127,7 @@ class HttpServer:
     def route(self, request: Request) -> Handler:
         methods = self.routes.get(request.path)
         if methods is None:
-            return self.fallback or _not_found
+            return self.fallback or not_found
         handler = methods.get(request.method)
         if handler is None:
             allowed = ", ".join(sorted(methods))
@@ -135,7 +135,7 @@ class HttpServer:
         return handler
 
 
-async def _not_found(request: Request) -> Reply:
+async def not_found(request: Request) -> Reply:
     return Reply.text("404 page not found\n", 404)
 
 
@@ -196,15 +196,15 @@ class _ServerConnection(asyncio.Protocol):
             if end < 0:
                 if len(self._buffer) > _HEAD_LIMIT:
                     self._answer_and_close(Reply.text("request headers too large\n", 431))
-                elif self._buffer and (self._timer is None or self._timer_idle):
-                    self._arm(self._server.header_timeout)  # a request started on an idle line
+                elif self._buffer:
+                    self._arm_for_request()  # a request started (on an idle line, perhaps)
                 return
             head = bytes(self._buffer[:end])
             del self._buffer[: end + 4]
             if not self._read_head(head):
                 return
-            if len(self._buffer) < self._length and (self._timer is None or self._timer_idle):
-                self._arm(self._server.header_timeout)  # the body, on a line that was idle
+            if len(self._buffer) < self._length:
+                self._arm_for_request()  # the body, perhaps on a line that was idle
         if len(self._buffer) < self._length:
             assert self._head is not None
             if self._head[3].get("expect", "").lower() == "100-continue" and not self._continued:
@@ -242,18 +242,14 @@ class _ServerConnection(asyncio.Protocol):
         if "transfer-encoding" in headers:
             self._answer_and_close(Reply.text("a request body needs a Content-Length\n", 411))
             return False
-        length_text = headers.get("content-length", "0")
-        if not (length_text.isascii() and length_text.isdigit()) or len(length_text) > 18:
+        length = content_length(headers.get("content-length", "0"))
+        if length is None:
             self._answer_and_close(Reply.text("malformed Content-Length\n", 400))
             return False
-        length = int(length_text)
         if length > self._server.max_body:
             self._answer_and_close(Reply.text("request body too large\n", 413))
             return False
-        connection = headers.get("connection", "").lower()
-        keep_alive = "close" not in connection and (
-            version != "HTTP/1.0" or "keep-alive" in connection
-        )
+        keep_alive = keeps_alive(version, headers.get("connection", ""))
         path, _, query = target.partition("?")
         self._head = (method, path, query, headers, keep_alive)
         self._length = length
@@ -303,6 +299,11 @@ class _ServerConnection(asyncio.Protocol):
         self._disarm()
         self._timer = asyncio.get_running_loop().call_later(seconds, self._expire)
         self._timer_idle = idle
+
+    def _arm_for_request(self) -> None:
+        """`header_timeout` for the request under way, unless its timer already runs."""
+        if self._timer is None or self._timer_idle:
+            self._arm(self._server.header_timeout)
 
     def _disarm(self) -> None:
         if self._timer is not None:

@@ -35,7 +35,7 @@ from typing import Final, Protocol
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request
+from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request, not_found
 
 log = structlog.get_logger("httpserver")
 
@@ -180,7 +180,7 @@ class HealthServer(_Server):
         prefix, _, check = request.path.rpartition("/")
         handler = self._by_check.get(prefix + "/")
         if handler is None or not check or request.method != "GET":
-            return Reply.text("404 page not found\n", 404)
+            return await not_found(request)
         return await handler(request)
 
     def add_liveness_check(self, name: str, check: HealthCheck) -> None:

@@ -62,7 +62,6 @@ class WebhookMetrics:
     """controller-runtime's three webhook metrics, labelled by the webhook's path."""
 
     def __init__(self, registry: CollectorRegistry, paths: tuple[str, ...]) -> None:
-        self._paths = frozenset(paths)
         self.requests = Counter(
             "controller_runtime_webhook_requests",
             "Total number of admission requests by HTTP status code.",
@@ -173,7 +172,7 @@ class WebhookServer:
             await server.stop()
 
     @staticmethod
-    async def _review(request: Request) -> dict[str, Any] | None:
+    def _review(request: Request) -> dict[str, Any] | None:
         try:
             body = orjson.loads(request.body)
         except orjson.JSONDecodeError:
@@ -185,13 +184,13 @@ class WebhookServer:
         return Reply(body=orjson.dumps(answer), content_type="application/json")
 
     async def _mutate(self, request: Request) -> Reply:
-        review = await self._review(request)
+        review = self._review(request)
         if review is None:
             return Reply.text("expected an AdmissionReview", 400)
         return self._reply(mutate(review))
 
     async def _validate(self, request: Request) -> Reply:
-        review = await self._review(request)
+        review = self._review(request)
         if review is None:
             return Reply.text("expected an AdmissionReview", 400)
         inner = review.get("request") or {}
@@ -201,7 +200,7 @@ class WebhookServer:
         )
 
     async def _mutate_pod(self, request: Request) -> Reply:
-        review = await self._review(request)
+        review = self._review(request)
         if review is None or self._pod_lookups is None:
             return Reply.text("expected an AdmissionReview", 400)
         answer = mutate_pod(review, self._pod_lookups, self._follower_mode)
@@ -209,7 +208,7 @@ class WebhookServer:
         return self._reply(answer)
 
     async def _validate_pod(self, request: Request) -> Reply:
-        review = await self._review(request)
+        review = self._review(request)
         if review is None or self._pod_lookups is None:
             return Reply.text("expected an AdmissionReview", 400)
         answer = validate_pod(review, self._pod_lookups, self._follower_mode)
