@@ -8,11 +8,10 @@ override file values only when given (upstream's rule), which `apply_flag_overri
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any
 
 from jobset_controller.runtime.ciphers import openssl_cipher_list
 
@@ -41,59 +40,134 @@ def parse_duration(value: Any) -> float:
     return total
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+@dataclass(frozen=True)
+class _Key:
+    """How one field is read from the file: its key there, and either a decoder (value -> field
+    value; ValueError says why a value is refused) or the section class it holds."""
+
+    name: str
+    decode: Callable[[Any], Any] | None = None
+    section: type[Any] | None = None
 
 
-class LeaderElection(_Strict):
-    leader_elect: bool = Field(True, alias="leaderElect")
-    resource_name: str = Field("6d4f6a47.jobset.x-k8s.io", alias="resourceName")
-    resource_lock: Literal["leases"] = Field("leases", alias="resourceLock")
-    resource_namespace: str = Field("", alias="resourceNamespace")
-    lease_duration: float = Field(15.0, alias="leaseDuration")
-    renew_deadline: float = Field(10.0, alias="renewDeadline")
-    retry_period: float = Field(2.0, alias="retryPeriod")
-
-    @field_validator("lease_duration", "renew_deadline", "retry_period", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
+def _key(name: str, decode: Callable[[Any], Any], default: Any) -> Any:
+    return field(default=default, metadata={"key": _Key(name, decode=decode)})
 
 
-class Webhook(_Strict):
-    port: int = 9443
-    host: str = ""
-    cert_dir: str = Field("", alias="certDir")
+def _at(name: str, section: type[Any]) -> dict[str, _Key]:
+    """The metadata of a field holding a section (`field(default_factory=..., metadata=...)`)."""
+    return {"key": _Key(name, section=section)}
 
 
-class Metrics(_Strict):
-    bind_address: str = Field(":8443", alias="bindAddress")
-    cert_dir: str = Field("", alias="certDir")
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {_shown(value)}")
+    return value
 
 
-class Health(_Strict):
-    health_probe_bind_address: str = Field(":8081", alias="healthProbeBindAddress")
-    readiness_endpoint_name: str = Field("readyz", alias="readinessEndpointName")
-    liveness_endpoint_name: str = Field("healthz", alias="livenessEndpointName")
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {_shown(value)}")
+    return value
 
 
-class InternalCertManagement(_Strict):
-    enable: bool = True
-    webhook_service_name: str = Field("jobset-webhook-service", alias="webhookServiceName")
-    webhook_secret_name: str = Field("jobset-webhook-server-cert", alias="webhookSecretName")
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {_shown(value)}")
+    return value
 
 
-class ClientConnection(_Strict):
-    qps: float = 500.0
-    burst: int = 500
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {_shown(value)}")
+    return float(value)
 
 
-class TLS(_Strict):
-    min_version: Literal["", "VersionTLS12", "VersionTLS13"] = Field("", alias="minVersion")
-    cipher_suites: tuple[str, ...] = Field((), alias="cipherSuites")
+def _one_of(*allowed: str) -> Callable[[Any], str]:
+    def decode(value: Any) -> str:
+        if value not in allowed:
+            choices = ", ".join(f"'{choice}'" for choice in allowed)
+            raise ValueError(f"expected one of {choices}, got {_shown(value)}")
+        return str(value)
+
+    return decode
 
 
-class ExclusivePlacement(_Strict):
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"expected a list of strings, got {_shown(value)}")
+    return tuple(value)
+
+
+def _gates(value: Any) -> dict[str, bool]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a map of gate names to true or false, got {_shown(value)}")
+    for name, on in value.items():
+        if not isinstance(on, bool):
+            raise ValueError(f"gate {str(name)!r}: expected true or false, got {_shown(on)}")
+    return {str(name): on for name, on in value.items()}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a map"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else repr(value)
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    leader_elect: bool = _key("leaderElect", _bool, True)
+    resource_name: str = _key("resourceName", _str, "6d4f6a47.jobset.x-k8s.io")
+    resource_lock: str = _key("resourceLock", _one_of("leases"), "leases")
+    resource_namespace: str = _key("resourceNamespace", _str, "")
+    lease_duration: float = _key("leaseDuration", parse_duration, 15.0)
+    renew_deadline: float = _key("renewDeadline", parse_duration, 10.0)
+    retry_period: float = _key("retryPeriod", parse_duration, 2.0)
+
+
+@dataclass(frozen=True)
+class Webhook:
+    port: int = _key("port", _int, 9443)
+    host: str = _key("host", _str, "")
+    cert_dir: str = _key("certDir", _str, "")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    bind_address: str = _key("bindAddress", _str, ":8443")
+    cert_dir: str = _key("certDir", _str, "")
+
+
+@dataclass(frozen=True)
+class Health:
+    health_probe_bind_address: str = _key("healthProbeBindAddress", _str, ":8081")
+    readiness_endpoint_name: str = _key("readinessEndpointName", _str, "readyz")
+    liveness_endpoint_name: str = _key("livenessEndpointName", _str, "healthz")
+
+
+@dataclass(frozen=True)
+class InternalCertManagement:
+    enable: bool = _key("enable", _bool, True)
+    webhook_service_name: str = _key("webhookServiceName", _str, "jobset-webhook-service")
+    webhook_secret_name: str = _key("webhookSecretName", _str, "jobset-webhook-server-cert")
+
+
+@dataclass(frozen=True)
+class ClientConnection:
+    qps: float = _key("qps", _number, 500.0)
+    burst: int = _key("burst", _int, 500)
+
+
+@dataclass(frozen=True)
+class TLS:
+    min_version: str = _key("minVersion", _one_of("", "VersionTLS12", "VersionTLS13"), "")
+    cipher_suites: tuple[str, ...] = _key("cipherSuites", _strings, ())
+
+
+@dataclass(frozen=True)
+class ExclusivePlacement:
     """Ours (upstream has no such key): what the pod webhooks do with a follower created before
     its leader is bound. `Gate` admits it behind a scheduling gate that the pod controller lifts
     once the leader is bound; `Reject` refuses the create as upstream does (the Job controller
@@ -101,37 +175,74 @@ class ExclusivePlacement(_Strict):
     faster on the local cluster (the Job controller creates index 0 first, so few followers are
     refused); Gate trades that speed for zero refused creates."""
 
-    followers: Literal["Gate", "Reject"] = "Reject"
+    followers: str = _key("followers", _one_of("Gate", "Reject"), "Reject")
 
 
-class Configuration(_Strict):
-    api_version: Literal["config.jobset.x-k8s.io/v1alpha1"] = Field(
-        "config.jobset.x-k8s.io/v1alpha1", alias="apiVersion"
+@dataclass(frozen=True)
+class Configuration:
+    api_version: str = _key(
+        "apiVersion", _one_of("config.jobset.x-k8s.io/v1alpha1"), "config.jobset.x-k8s.io/v1alpha1"
     )
-    kind: Literal["Configuration"] = "Configuration"
-    webhook: Webhook = Webhook()
-    leader_election: LeaderElection = Field(LeaderElection(), alias="leaderElection")
-    metrics: Metrics = Metrics()
-    health: Health = Health()
-    internal_cert_management: InternalCertManagement = Field(
-        InternalCertManagement(), alias="internalCertManagement"
+    kind: str = _key("kind", _one_of("Configuration"), "Configuration")
+    webhook: Webhook = field(default_factory=Webhook, metadata=_at("webhook", Webhook))
+    leader_election: LeaderElection = field(
+        default_factory=LeaderElection, metadata=_at("leaderElection", LeaderElection)
     )
-    client_connection: ClientConnection = Field(ClientConnection(), alias="clientConnection")
-    feature_gates: dict[str, bool] = Field(default_factory=dict, alias="featureGates")
-    tls: TLS = TLS()
-    exclusive_placement: ExclusivePlacement = Field(
-        ExclusivePlacement(), alias="exclusivePlacement"
+    metrics: Metrics = field(default_factory=Metrics, metadata=_at("metrics", Metrics))
+    health: Health = field(default_factory=Health, metadata=_at("health", Health))
+    internal_cert_management: InternalCertManagement = field(
+        default_factory=InternalCertManagement,
+        metadata=_at("internalCertManagement", InternalCertManagement),
+    )
+    client_connection: ClientConnection = field(
+        default_factory=ClientConnection, metadata=_at("clientConnection", ClientConnection)
+    )
+    feature_gates: dict[str, bool] = field(
+        default_factory=dict, metadata={"key": _Key("featureGates", decode=_gates)}
+    )
+    tls: TLS = field(default_factory=TLS, metadata=_at("tls", TLS))
+    exclusive_placement: ExclusivePlacement = field(
+        default_factory=ExclusivePlacement, metadata=_at("exclusivePlacement", ExclusivePlacement)
     )
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "<root>"
+class _Refused(ValueError):
+    """A value refused at a location in the file (keys joined with dots)."""
+
+
+def _decode(cls: type[Any], data: Any, location: str) -> Any:
+    """Strictly decode one mapping into `cls`: every key must be one of its fields' keys (else
+    "unknown field", as upstream's strict decoding says it); a null value keeps the default, as
+    decoding `null` into a Go struct field does."""
+    if not isinstance(data, dict):
+        raise _Refused(f"{location or '<root>'}: expected a map, got {_shown(data)}")
+    by_key = {f.metadata["key"].name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{location}.{key}" if location else str(key)
+        spec = by_key.get(key)
+        if spec is None:
+            raise _Refused(f"{where}: unknown field")
+        if value is None:
+            continue
+        how: _Key = spec.metadata["key"]
+        if how.section is not None:
+            values[spec.name] = _decode(how.section, value, where)
+            continue
+        assert how.decode is not None
+        try:
+            values[spec.name] = how.decode(value)
+        except ValueError as error:
+            raise _Refused(f"{where}: {error}") from None
+    return cls(**values)
 
 
 def load_configuration(path: str | Path | None) -> Configuration:
     """Read and strictly decode the file; no path means built-in defaults."""
     if not path:
         return Configuration()
+    import yaml  # only with a file: 10-15 ms of a start without one
+
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except OSError as error:
@@ -141,11 +252,9 @@ def load_configuration(path: str | Path | None) -> Configuration:
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path}: expected a mapping at the top level")
     try:
-        config = Configuration.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        reason = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ConfigError(f"--config {path}: {_location(first['loc'])}: {reason}") from error
+        config: Configuration = _decode(Configuration, data, "")
+    except _Refused as error:
+        raise ConfigError(f"--config {path}: {error}") from None
     if config.tls.min_version == "VersionTLS13" and config.tls.cipher_suites:
         raise ConfigError(
             f"--config {path}: tls.cipherSuites: may not be specified when minVersion is "

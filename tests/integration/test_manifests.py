@@ -7,6 +7,7 @@ manifests/with-prometheus the default one with a ServiceMonitor.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -175,15 +176,9 @@ def test_cert_manager_overlay_wires_service_configurations_and_certificate(
     ours = _configuration(docs[config_name], tmp_path, "ours.yaml")
     theirs = _configuration(base[config_name], tmp_path, "base.yaml")
     assert not ours.internal_cert_management.enable
-    assert (
-        ours.model_dump()
-        == theirs.model_copy(
-            update={
-                "internal_cert_management": theirs.internal_cert_management.model_copy(
-                    update={"enable": False}
-                )
-            }
-        ).model_dump()
+    assert ours == dataclasses.replace(
+        theirs,
+        internal_cert_management=dataclasses.replace(theirs.internal_cert_management, enable=False),
     )
     for configuration in _webhook_configurations(docs):
         assert configuration["metadata"]["annotations"] == {

@@ -88,6 +88,27 @@ featureGates:
             id="only-ciphers-openssl-lacks",
         ),
         pytest.param("- a\n", "expected a mapping", id="not-a-mapping"),
+        pytest.param(
+            "webhook:\n  port: '9443'\n",
+            "webhook.port: expected an integer, got '9443'",
+            id="number-as-string",
+        ),
+        pytest.param(
+            "leaderElection:\n  leaderElect: yes please\n",
+            "leaderElection.leaderElect: expected true or false, got 'yes please'",
+            id="not-a-boolean",
+        ),
+        pytest.param("health: [a]\n", "health: expected a map, got a list", id="section-list"),
+        pytest.param(
+            "featureGates:\n  RestartJob: 1\n",
+            "featureGates: gate 'RestartJob': expected true or false, got 1",
+            id="gate-not-boolean",
+        ),
+        pytest.param(
+            "exclusivePlacement:\n  followers: Wait\n",
+            "exclusivePlacement.followers: expected one of 'Gate', 'Reject', got 'Wait'",
+            id="unknown-choice",
+        ),
     ],
 )
 def test_bad_files_name_the_key_and_the_reason(tmp_path: Path, text: str, message: str) -> None:
@@ -113,3 +134,9 @@ def test_go_durations(text: str | int, seconds: float) -> None:
 def test_invalid_durations(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)
+
+
+def test_null_values_keep_their_defaults(tmp_path: Path) -> None:
+    config = load_configuration(write(tmp_path, "webhook:\nleaderElection:\n  leaseDuration:\n"))
+    assert config.webhook.port == 9443
+    assert config.leader_election.lease_duration == 15.0
