@@ -106,18 +106,29 @@ def build_informers(
     *,
     clock: Clock | None = None,
     rng: RandomSource = random,
+    job_seen: Callable[[str, str], None] = lambda key, name: None,
 ) -> tuple[Informer, Informer, Informer, Informer]:
     """JobSets, Jobs, Services and PVCs, with handlers that enqueue JobSet keys; every informer
-    runs on ``clock`` and draws its jitter from ``rng`` (the manager's, so tests can step them)."""
+    runs on ``clock`` and draws its jitter from ``rng`` (the manager's, so tests can step them).
+    Every event of a Job owned by a JobSet also calls ``job_seen(jobset key, job name)`` before
+    the key is enqueued (the controller's create expectations)."""
 
     def enqueue_self(obj: Obj) -> None:
         enqueue(object_key(obj))
 
-    def enqueue_owner(obj: Obj) -> None:
+    def owner_key(obj: Obj) -> str | None:
         owner = jobset_owner(obj)
         namespace = (obj.get("metadata") or {}).get("namespace")
-        if owner.get("name") and namespace:
-            enqueue(f"{namespace}/{owner['name']}")
+        return f"{namespace}/{owner['name']}" if owner.get("name") and namespace else None
+
+    def enqueue_owner(obj: Obj) -> None:
+        if key := owner_key(obj):
+            enqueue(key)
+
+    def enqueue_job_owner(obj: Obj) -> None:
+        if key := owner_key(obj):
+            job_seen(key, str(obj["metadata"].get("name", "")))
+            enqueue(key)
 
     def enqueue_labelled(obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -143,7 +154,7 @@ def build_informers(
         compact=True,
         transform=trim_job,
         indexers={OWNER_UID: owner_uid_index},
-        handlers=calling(enqueue_owner),
+        handlers=calling(enqueue_job_owner),
         clock=clock,
         rng=rng,
     )

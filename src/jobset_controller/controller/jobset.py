@@ -4,7 +4,9 @@ Stale caches: right after our own status write the JobSet cache can still hold t
 version; reconciling that would redo work and end in a 409. So the controller remembers the
 resourceVersion its last status write produced per JobSet and does not reconcile a cached copy
 older than that (resourceVersions compare as integers since Kubernetes 1.35); the watch event
-for our write enqueues the key again once the cache has caught up.
+for our write enqueues the key again once the cache has caught up. Likewise for the Jobs a pass
+creates: the next pass waits until the Job cache has shown all of them (`expectations`), so it
+neither redoes creates nor counts from part of the children.
 
 Nothing here decides JobSet behaviour; that is all in `reconcile`. This module only gathers the
 inputs (the JobSet, read from its cache once per pass; its Jobs by owner UID, its Service, the
@@ -34,6 +36,7 @@ from pydantic import ValidationError
 from jobset_controller.api import FeatureGates, JobSet
 from jobset_controller.api.naming import jobset_subdomain
 from jobset_controller.controller.executor import Executor
+from jobset_controller.controller.expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.reconcile import Plan, Snapshot, reconcile
@@ -86,8 +89,11 @@ class JobSetController:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
         affinity-in-job fallback; nothing is probed)."""
         self._placement_mode = placement_mode
+        self.expectations = CreateExpectations(
+            lambda namespace, name: f"{namespace}/{name}" in self.jobs.store, enqueue, clock=clock
+        )
         self.jobsets, self.jobs, self.services, self.pvcs = build_informers(
-            client, enqueue, clock=clock, rng=rng
+            client, enqueue, clock=clock, rng=rng, job_seen=self.expectations.observed
         )
         self._executor = executor
         self._recorder = recorder
@@ -95,6 +101,7 @@ class JobSetController:
         self._now = now
         self._written: dict[str, int] = {}  # key -> resourceVersion of our last status write
         self.stale_skips = 0
+        self.expectation_skips = 0
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -147,9 +154,13 @@ class JobSetController:
         raw = self.jobsets.store.get(key)
         if raw is None:
             self._written.pop(key, None)
+            self.expectations.forget(key)
             return None  # deleted: the garbage collector removes the children
         if self._cache_is_behind_our_write(key, raw):
             return None
+        if self.expectations.pending(key):
+            self.expectation_skips += 1
+            return None  # the event of the last unseen Job enqueues the key again
         try:
             snapshot = self._snapshot(raw)
         except ValidationError as error:
@@ -161,11 +172,15 @@ class JobSetController:
             return None
         plan = await self._plan(snapshot)
         if not plan.is_empty():
+            self.expectations.expect(key, (job["metadata"]["name"] for job in plan.jobs_to_create))
             try:
                 written = await self._executor.execute(raw, plan)
-            except Conflict:
-                # The status write or a Job patch met a newer version than the snapshot's.
-                log.info("a write conflicted; reconciling again from fresh state")
+            except BaseException as error:
+                # The retry must not wait for Jobs this pass may not have created.
+                self.expectations.forget(key)
+                if isinstance(error, Conflict):
+                    # The status write or a Job patch met a newer version than the snapshot's.
+                    log.info("a write conflicted; reconciling again from fresh state")
                 raise
             if written is not None and written.isdigit():
                 self._written[key] = int(written)

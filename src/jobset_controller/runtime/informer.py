@@ -152,6 +152,10 @@ class Store:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether an object is held under `key`, without reading it."""
+        return key in self._items
+
     def __iter__(self) -> Iterator[Obj]:
         return iter([self._read(stored) for stored in list(self._items.values())])
 

@@ -53,6 +53,8 @@ async def test_a_cache_older_than_our_write_is_not_reconciled() -> None:
     ctl.jobsets.store.put(jobset("5"))
     await ctl.reconcile("ns/js")  # plans Jobs + status; our write produced RV 10
     assert len(executor.plans) == 1
+    for job in executor.plans[0].jobs_to_create:  # the Jobs it created reach the cache
+        ctl.jobs.store.put(dict(job))
     await ctl.reconcile("ns/js")  # the cache still shows RV 5: skip, the watch will bring 10
     assert len(executor.plans) == 1
     assert ctl.stale_skips == 1

@@ -1,0 +1,176 @@
+"""Create expectations: a JobSet's next pass waits until the Jobs its last pass created are seen,
+and never longer than the timeout (controller/expectations.py, one test per guarantee)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobset_controller.api import FeatureGates
+from jobset_controller.controller.expectations import EXPECTATION_TIMEOUT, CreateExpectations
+from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.reconcile import Plan
+from jobset_controller.runtime.clock import FakeClock
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.names: set[tuple[str, str]] = set()
+
+    def holds(self, namespace: str, name: str) -> bool:
+        return (namespace, name) in self.names
+
+
+def expectations(clock: FakeClock) -> tuple[CreateExpectations, Cache, list[str]]:
+    cache, enqueued = Cache(), list[str]()
+    return CreateExpectations(cache.holds, enqueued.append, clock=clock), cache, enqueued
+
+
+async def test_a_key_waits_until_every_created_job_has_an_event() -> None:
+    waits, _, _ = expectations(FakeClock())
+    waits.expect("ns/js", ["js-w-0", "js-w-1"])
+    assert waits.pending("ns/js")
+    waits.observed("ns/js", "js-w-0")
+    assert waits.pending("ns/js")
+    waits.observed("ns/js", "js-w-1")
+    assert not waits.pending("ns/js")
+    assert len(waits) == 0  # satisfied records are dropped
+
+
+async def test_a_job_the_cache_holds_counts_as_seen() -> None:
+    waits, cache, _ = expectations(FakeClock())
+    waits.expect("ns/js", ["js-w-0"])
+    cache.names.add(("ns", "js-w-0"))  # AlreadyExists, or the cache got it first
+    assert not waits.pending("ns/js")
+
+
+async def test_other_jobsets_events_do_not_count() -> None:
+    waits, cache, _ = expectations(FakeClock())
+    waits.expect("ns/js", ["js-w-0"])
+    waits.observed("ns/other", "js-w-0")
+    cache.names.add(("elsewhere", "js-w-0"))
+    assert waits.pending("ns/js")
+    assert not waits.pending("ns/other")
+
+
+async def test_a_job_never_seen_releases_the_key_once_at_the_timeout() -> None:
+    clock = FakeClock()
+    waits, _, enqueued = expectations(clock)
+    waits.expect("ns/js", ["js-w-0"])
+    await clock.advance(EXPECTATION_TIMEOUT - 1)
+    assert waits.pending("ns/js")
+    assert enqueued == []
+    await clock.advance(1)
+    assert enqueued == ["ns/js"]
+    assert not waits.pending("ns/js")
+    await clock.advance(10 * EXPECTATION_TIMEOUT)
+    assert enqueued == ["ns/js"]
+
+
+async def test_a_satisfied_key_adds_nothing_at_the_deadline() -> None:
+    clock = FakeClock()
+    waits, _, enqueued = expectations(clock)
+    waits.expect("ns/js", ["js-w-0"])
+    waits.observed("ns/js", "js-w-0")
+    assert not waits.pending("ns/js")
+    await clock.settle()
+    assert clock.pending_sleepers == 0
+    await clock.advance(2 * EXPECTATION_TIMEOUT)
+    assert enqueued == []
+
+
+async def test_forget_drops_the_record_and_its_timer() -> None:
+    clock = FakeClock()
+    waits, _, enqueued = expectations(clock)
+    waits.expect("ns/js", ["js-w-0"])
+    waits.forget("ns/js")
+    assert not waits.pending("ns/js")
+    await clock.advance(2 * EXPECTATION_TIMEOUT)
+    assert enqueued == []
+
+
+async def test_expecting_nothing_records_nothing() -> None:
+    clock = FakeClock()
+    waits, _, _ = expectations(clock)
+    waits.expect("ns/js", [])
+    assert len(waits) == 0
+    await clock.settle()
+    assert clock.pending_sleepers == 0
+
+
+# The controller around it.
+
+
+class CountingExecutor:
+    def __init__(self, fail: bool = False) -> None:
+        self.plans: list[Plan] = []
+        self.fail = fail
+
+    async def execute(self, jobset: Any, plan: Plan) -> str | None:
+        self.plans.append(plan)
+        if self.fail:
+            raise RuntimeError("the API server refused a create")
+        return None
+
+
+def jobset(replicas: int) -> dict[str, Any]:
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    template = {"spec": {"template": {"spec": pod}}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ns", "uid": "u", "resourceVersion": "5"},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": replicas, "template": template}]},
+    }
+
+
+def controller(executor: CountingExecutor) -> JobSetController:
+    return JobSetController(
+        object(),  # type: ignore[arg-type]  # informers are not started here
+        enqueue=lambda key: None,
+        executor=executor,  # type: ignore[arg-type]
+        recorder=object(),  # type: ignore[arg-type]
+        features=FeatureGates(),
+        clock=FakeClock(),
+    )
+
+
+async def test_the_pass_after_creates_waits_for_the_last_created_job() -> None:
+    executor = CountingExecutor()
+    ctl = controller(executor)
+    ctl.jobsets.store.put(jobset(replicas=3))
+    await ctl.reconcile("ns/js")
+    created = [dict(job) for job in executor.plans[0].jobs_to_create]
+    assert len(created) == 3
+    for job in created[:2]:  # two of the three ADDED events have arrived
+        ctl.jobs.store.put(job)
+    await ctl.reconcile("ns/js")
+    assert len(executor.plans) == 1
+    assert ctl.expectation_skips == 1
+    ctl.jobs.store.put(created[2])
+    await ctl.reconcile("ns/js")
+    assert len(executor.plans) == 2
+    assert executor.plans[1].jobs_to_create == ()  # a full cache: nothing created twice
+
+
+async def test_a_pass_whose_creates_failed_does_not_wait_for_them() -> None:
+    executor = CountingExecutor(fail=True)
+    ctl = controller(executor)
+    ctl.jobsets.store.put(jobset(replicas=2))
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            await ctl.reconcile("ns/js")
+    assert len(executor.plans) == 2  # the retry ran: it waited for nothing
+    assert ctl.expectation_skips == 0
+
+
+async def test_a_deleted_jobset_leaves_no_record() -> None:
+    executor = CountingExecutor()
+    ctl = controller(executor)
+    ctl.jobsets.store.put(jobset(replicas=1))
+    await ctl.reconcile("ns/js")
+    assert len(ctl.expectations) == 1
+    ctl.jobsets.store.remove("ns/js")
+    await ctl.reconcile("ns/js")
+    assert len(ctl.expectations) == 0
