@@ -249,19 +249,23 @@ def load_configuration(path: str | Path | None) -> Configuration:
         raise ConfigError(f"--config {path}: cannot read: {error.strerror}") from error
     except yaml.YAMLError as error:
         raise ConfigError(f"--config {path}: not valid YAML: {error}") from error
+    return parse_configuration(data, source=f"--config {path}")
+
+
+def parse_configuration(data: Any, *, source: str = "configuration") -> Configuration:
+    """Strictly decode a parsed Configuration document; ConfigError starts with `source`."""
     if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: expected a mapping at the top level")
+        raise ConfigError(f"{source}: expected a mapping at the top level")
     try:
         config: Configuration = _decode(Configuration, data, "")
     except _Refused as error:
-        raise ConfigError(f"--config {path}: {error}") from None
+        raise ConfigError(f"{source}: {error}") from None
     if config.tls.min_version == "VersionTLS13" and config.tls.cipher_suites:
         raise ConfigError(
-            f"--config {path}: tls.cipherSuites: may not be specified when minVersion is "
-            "'VersionTLS13'"
+            f"{source}: tls.cipherSuites: may not be specified when minVersion is 'VersionTLS13'"
         )
     try:
         openssl_cipher_list(config.tls.cipher_suites)
     except ValueError as error:
-        raise ConfigError(f"--config {path}: tls.cipherSuites: {error}") from None
+        raise ConfigError(f"{source}: tls.cipherSuites: {error}") from None
     return config

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobset_controller.config import Configuration
+from jobset_controller.config import parse_configuration
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
@@ -94,7 +94,7 @@ async def controller(
     shipped ServiceAccount, with the default internal certificate management: its Secret in the
     account's namespace, its webhook server on a free loopback port, certificates under tmp."""
     home, kubeconfig = controller_account
-    config = Configuration.model_validate(
+    config = parse_configuration(
         {
             "leaderElection": {"resourceNamespace": home},
             "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "webhook")},

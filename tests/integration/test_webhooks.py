@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobset_controller.api import FeatureGates
-from jobset_controller.config import Configuration
+from jobset_controller.config import parse_configuration
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import Invalid, KubeClient
 from jobset_controller.webhook.server import MUTATE_PATH
@@ -121,7 +121,7 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
     )  # fmt: skip
     (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
     (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
-    config = Configuration.model_validate(
+    config = parse_configuration(
         {
             "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path)},
             # Certificates from outside (cert-manager's mounted Secret): nothing managed here.
