@@ -42,7 +42,6 @@ from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector
 
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
-from jobset_controller.api.warmup import warm_up
 from jobset_controller.config import Configuration
 from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import JobSetController
@@ -216,6 +215,12 @@ async def _warm_up() -> None:
     the time it would have taken anyway."""
     await asyncio.sleep(0)  # the readiness probe that may be waiting answers first
     try:
+        # Imported here: the models, reconcile and admission are not on the path to /readyz
+        # (api/__init__.py), so the first pass or review would import them otherwise.
+        from jobset_controller.api.warmup import warm_up
+        from jobset_controller.reconcile.steps import reconcile  # noqa: F401
+        from jobset_controller.webhook.admission import mutate  # noqa: F401
+
         warm_up()
     except Exception as error:
         log.warning("model warm-up failed", error=str(error))

@@ -9,10 +9,13 @@ All functions are pure. ``name_for_validation`` replaces the API server's random
 a fixed placeholder of the same length, so validation stays deterministic.
 """
 
-import hashlib
-from typing import Final
+from __future__ import annotations
 
-from jobset_controller.api.types import Coordinator, JobSet, Network, ObjectMeta
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from jobset_controller.api.types import Coordinator, JobSet, Network, ObjectMeta
 
 # The API server's name generator: prefix cut to 63 - 5 characters, then 5 random characters.
 _GENERATED_SUFFIX_LENGTH: Final = 5

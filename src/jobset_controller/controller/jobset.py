@@ -31,15 +31,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from pydantic import ValidationError
 
-from jobset_controller.api import FeatureGates, JobSet
+from jobset_controller import api, reconcile
+from jobset_controller.api import FeatureGates
 from jobset_controller.api.naming import jobset_subdomain
 from jobset_controller.controller.executor import Executor
 from jobset_controller.controller.expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
-from jobset_controller.reconcile import Plan, Snapshot, reconcile
+from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
     WARNING,
@@ -107,9 +107,17 @@ class JobSetController:
     def informers(self) -> tuple[Informer, ...]:
         return (self.jobsets, self.jobs, self.services, self.pvcs)
 
-    def _snapshot(self, raw: dict[str, Any]) -> Snapshot:
-        """The inputs of one pass around the cached JobSet `raw` (ValidationError: unparsable)."""
-        jobset = JobSet.model_validate(raw)
+    def _snapshot(self, raw: dict[str, Any]) -> Snapshot | str:
+        """The inputs of one pass around the cached JobSet `raw`, or why it cannot be parsed.
+
+        The models (and pydantic) are reached through the `api` package at the first pass, not
+        imported with this module: they are not on the path from process start to /readyz."""
+        from pydantic import ValidationError
+
+        try:
+            jobset = api.JobSet.model_validate(raw)
+        except ValidationError as error:
+            return invalid_jobset_message(error.errors()[0]["msg"])
         uid = str(raw["metadata"].get("uid", ""))
         namespace = str(raw["metadata"]["namespace"])
         service = self.services.store.get(f"{namespace}/{jobset_subdomain(jobset)}")
@@ -130,14 +138,14 @@ class JobSetController:
     async def _plan(self, snapshot: Snapshot) -> Plan:
         """The pass's plan, built from a mode no older than `PROBE_PERIOD` if it creates Jobs
         that depend on the mode (module docstring)."""
-        plan = reconcile(snapshot)
+        plan = reconcile.reconcile(snapshot)
         mode = self._placement_mode
         if mode is None or mode.is_fresh() or not creates_mode_dependent_jobs(plan):
             return plan
         pod_webhooks = await mode.fresh()
         if pod_webhooks == snapshot.pod_webhooks:
             return plan  # same mode: the same snapshot gives the same plan
-        return reconcile(dataclasses.replace(snapshot, pod_webhooks=pod_webhooks))
+        return reconcile.reconcile(dataclasses.replace(snapshot, pod_webhooks=pod_webhooks))
 
     def _cache_is_behind_our_write(self, key: str, raw: dict[str, Any]) -> bool:
         written = self._written.get(key)
@@ -161,10 +169,9 @@ class JobSetController:
         if self.expectations.pending(key):
             self.expectation_skips += 1
             return None  # the event of the last unseen Job enqueues the key again
-        try:
-            snapshot = self._snapshot(raw)
-        except ValidationError as error:
-            message = invalid_jobset_message(error.errors()[0]["msg"])
+        snapshot = self._snapshot(raw)
+        if isinstance(snapshot, str):
+            message = snapshot
             log.warning("unreadable jobset", error=message)
             self._recorder.record(
                 ObjectRef.from_object(raw), WARNING, INVALID_JOBSET_EVENT, message

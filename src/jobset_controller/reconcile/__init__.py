@@ -25,7 +25,7 @@ Rules
 Theory of operation
 -------------------
 
-A pass follows the order written out in ``reconcile.reconcile``'s module: skip when being deleted
+A pass follows the order written out in ``steps``: skip when being deleted
 or managed by another controller; default the JobSet in memory; sort the child Jobs into previous
 / active / succeeded / failed (``classify``); count them (``counts``); then a finished JobSet only
 deletes its active Jobs and applies its TTL (``ttl``); a JobSet that must not run fails
@@ -68,6 +68,8 @@ placement (the controller writes equivalent affinity terms into the Job, see ``p
 KEP-1150 mutable resources and KEP-1282 execution attempts (not implemented upstream either).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from jobset_controller.reconcile.plan import (
     WRITE_ORDER,
     Event,
@@ -76,8 +78,10 @@ from jobset_controller.reconcile.plan import (
     Plan,
     WritePhase,
 )
-from jobset_controller.reconcile.reconcile import reconcile
 from jobset_controller.reconcile.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from jobset_controller.reconcile.steps import reconcile
 
 # What the controller glue uses: the function, its input, its output and the output's parts.
 # Everything else is imported from the module that defines it.
@@ -91,3 +95,17 @@ __all__ = [
     "WritePhase",
     "reconcile",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above instead, so a typo stays an error
+
+    def __getattr__(name: str) -> Any:
+        """PEP 562: `reconcile` (and with it the API models) is imported on first use, so the
+        controller's path from process start to /readyz, which needs the Plan's types, does not
+        load it (jobset_controller/api/__init__.py says why)."""
+        if name != "reconcile":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from jobset_controller.reconcile.steps import reconcile
+
+        globals()["reconcile"] = reconcile
+        return reconcile

@@ -6,12 +6,17 @@ from a clock, a cache or the environment behind its back, and the same snapshot 
 same Plan.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobset_controller.api import FeatureGates, JobSet
+from jobset_controller.api import FeatureGates
+
+if TYPE_CHECKING:
+    from jobset_controller.api import JobSet
 
 
 @dataclass(frozen=True)

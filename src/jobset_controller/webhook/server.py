@@ -30,10 +30,10 @@ import orjson
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from jobset_controller.api import FeatureGates, JobSet
+from jobset_controller import api
+from jobset_controller.api import FeatureGates
 from jobset_controller.api.naming import pvc_name
 from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request
-from jobset_controller.webhook.admission import mutate, validate
 from jobset_controller.webhook.pods import (
     MUTATE_POD_PATH,
     VALIDATE_POD_PATH,
@@ -183,13 +183,20 @@ class WebhookServer:
     def _reply(answer: dict[str, Any]) -> Reply:
         return Reply(body=orjson.dumps(answer), content_type="application/json")
 
+    # The JobSet handlers import `admission` (and with it the API models) at their first call,
+    # or when the manager's warm-up does once the process is ready: not on the path to /readyz.
+
     async def _mutate(self, request: Request) -> Reply:
+        from jobset_controller.webhook.admission import mutate
+
         review = self._review(request)
         if review is None:
             return Reply.text("expected an AdmissionReview", 400)
         return self._reply(mutate(review))
 
     async def _validate(self, request: Request) -> Reply:
+        from jobset_controller.webhook.admission import validate
+
         review = self._review(request)
         if review is None:
             return Reply.text("expected an AdmissionReview", 400)
@@ -237,7 +244,7 @@ class WebhookServer:
         if self._lookup_claim is None or not isinstance(obj, dict) or not namespace:
             return {}
         try:
-            js = JobSet.model_validate(obj)
+            js = api.JobSet.model_validate(obj)
         except ValueError:
             return {}
         found: dict[str, dict[str, Any]] = {}

@@ -17,8 +17,8 @@ from jobset_controller.reconcile.catalogue import (
     VALIDATION_FAILED_REASON,
 )
 from jobset_controller.reconcile.job_creation import MAX_JOB_CREATES_PER_PASS
-from jobset_controller.reconcile.reconcile import CONTINUE_AFTER_SECONDS, MAX_JOB_DELETES_PER_PASS
 from jobset_controller.reconcile.rejection import validation_message
+from jobset_controller.reconcile.steps import CONTINUE_AFTER_SECONDS, MAX_JOB_DELETES_PER_PASS
 
 if TYPE_CHECKING:
     from tests.unit.reconcile.conftest import JobSetBuilder, Kit
