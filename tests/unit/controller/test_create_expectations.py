@@ -74,13 +74,12 @@ async def test_a_satisfied_key_adds_nothing_at_the_deadline() -> None:
     waits.expect("ns/js", ["js-w-0"])
     waits.observed("ns/js", "js-w-0")
     assert not waits.pending("ns/js")
-    await clock.settle()
-    assert clock.pending_sleepers == 0
     await clock.advance(2 * EXPECTATION_TIMEOUT)
     assert enqueued == []
+    assert clock.pending_sleepers == 0  # the one timer ended with its last deadline
 
 
-async def test_forget_drops_the_record_and_its_timer() -> None:
+async def test_forget_drops_the_record() -> None:
     clock = FakeClock()
     waits, _, enqueued = expectations(clock)
     waits.expect("ns/js", ["js-w-0"])
@@ -174,3 +173,20 @@ async def test_a_deleted_jobset_leaves_no_record() -> None:
     ctl.jobsets.store.remove("ns/js")
     await ctl.reconcile("ns/js")
     assert len(ctl.expectations) == 0
+
+
+async def test_one_timer_serves_every_key_in_deadline_order() -> None:
+    clock = FakeClock()
+    waits, _, enqueued = expectations(clock)
+    waits.expect("ns/a", ["a-w-0"])
+    await clock.advance(10)
+    waits.expect("ns/b", ["b-w-0"])
+    waits.expect("ns/c", ["c-w-0"])
+    waits.observed("ns/c", "c-w-0")
+    await clock.settle()
+    assert clock.pending_sleepers == 1
+    await clock.advance(EXPECTATION_TIMEOUT - 10)
+    assert enqueued == ["ns/a"]
+    await clock.advance(10)
+    assert enqueued == ["ns/a", "ns/b"]  # c was satisfied: nothing at its deadline
+    assert clock.pending_sleepers == 0
