@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import os
 import random
 import socket
@@ -209,17 +210,33 @@ class _Tasks:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+# What the warm-up loads once the process is ready, in order: the API models (and pydantic),
+# reconcile and JobSet admission are not on the path to /readyz (api/__init__.py), so the first
+# pass or review would import them otherwise. One module per step; pydantic, the largest, is
+# split in two.
+WARM_UP_MODULES = (
+    "pydantic_core",
+    "pydantic.main",
+    "jobset_controller.api.types",
+    "jobset_controller.api.validation",
+    "jobset_controller.reconcile.steps",
+    "jobset_controller.webhook.admission",
+)
+
+
 async def _warm_up() -> None:
-    """Build the API models' validators once the process is ready (api/warmup.py), so the
-    first reconcile or admission does not pay for it. A failure only costs that first call
-    the time it would have taken anyway."""
-    await asyncio.sleep(0)  # the readiness probe that may be waiting answers first
+    """Load and build what the first pass and the first admission need, once the process is
+    ready (the modules above, then the models' validators: api/warmup.py), so neither pays for
+    it (~0.1 s of CPU on the 2-core development machine). Each step runs in a loop turn of its
+    own, at most ~40 ms there, with a 1 ms pause between them: a probe, a pass or a review that
+    arrives meanwhile waits for one step, not for all of them. A failure only costs the first
+    call the time it would have taken anyway."""
     try:
-        # Imported here: the models, reconcile and admission are not on the path to /readyz
-        # (api/__init__.py), so the first pass or review would import them otherwise.
+        for module in WARM_UP_MODULES:
+            await asyncio.sleep(0.001)
+            importlib.import_module(module)
+        await asyncio.sleep(0.001)
         from jobset_controller.api.warmup import warm_up
-        from jobset_controller.reconcile.steps import reconcile  # noqa: F401
-        from jobset_controller.webhook.admission import mutate  # noqa: F401
 
         warm_up()
     except Exception as error:

@@ -37,7 +37,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import structlog
+
 from jobset_controller.runtime.clock import Clock, RealClock
+
+log = structlog.get_logger("expectations")
 
 # Long enough for 500 creates on a slow API server; short enough that a missed event costs a
 # JobSet at most a minute (a pass that then runs on a lagging cache is harmless: AlreadyExists).
@@ -121,13 +125,21 @@ class CreateExpectations:
         try:
             while self._deadlines:
                 key, awaited = self._deadlines[0]
+                if self._awaited.get(key) is not awaited:  # satisfied or forgotten
+                    self._deadlines.popleft()
+                    continue
                 wait = awaited.deadline - self._clock.now()
                 if wait > 0:
                     await self._clock.sleep(wait)
                     continue
                 self._deadlines.popleft()
-                if self._awaited.get(key) is awaited:
-                    del self._awaited[key]
-                    self._enqueue(key)
+                del self._awaited[key]
+                log.info(
+                    "created Jobs not seen in the cache in time; reconciling without them",
+                    jobset=key,
+                    unseen=sorted(awaited.names)[:5],
+                    timeout_s=self._timeout,
+                )
+                self._enqueue(key)
         finally:
             self._timer = None
