@@ -22,7 +22,8 @@ Guarantees (one test each, tests/unit/controller/test_create_expectations.py):
    the watch relisted, say) is dropped and enqueued once, so its pass runs with what the cache
    holds. A record satisfied or forgotten earlier adds no pass at its deadline.
 5. `forget(key)` drops the record (the JobSet is gone, or its creates failed and the retry must
-   not wait for Jobs that may never exist).
+   not wait for Jobs that may never exist); so does `pending` for a JobSet of the same name with
+   another UID (deleted and created again between two passes).
 
 Cost: one set of names per JobSet with creates in flight, and one timer task for all of them
 (every record gets the same timeout, so deadlines come in the order they were set: a queue, no
@@ -50,6 +51,7 @@ EXPECTATION_TIMEOUT = 60.0
 
 @dataclass(eq=False)
 class _Awaited:
+    uid: str
     names: set[str]
     deadline: float
 
@@ -83,10 +85,11 @@ class CreateExpectations:
         """JobSets with unseen creates (a gauge, and for tests)."""
         return len(self._awaited)
 
-    def expect(self, key: str, names: Iterable[str]) -> None:
-        """Before creating: the key's next pass waits until these Jobs are seen."""
+    def expect(self, key: str, uid: str, names: Iterable[str]) -> None:
+        """Before creating: the next pass of the JobSet `key` with `uid` waits until these Jobs
+        are seen."""
         self.forget(key)
-        awaited = _Awaited(set(names), self._clock.now() + self._timeout)
+        awaited = _Awaited(uid, set(names), self._clock.now() + self._timeout)
         if not awaited.names:
             return
         self._awaited[key] = awaited
@@ -104,10 +107,14 @@ class CreateExpectations:
             if not awaited.names:
                 del self._awaited[key]
 
-    def pending(self, key: str) -> bool:
-        """Some Job the key's last pass created is not seen yet (the pass should wait)."""
+    def pending(self, key: str, uid: str) -> bool:
+        """Some Job the last pass of this JobSet created is not seen yet (the pass should wait).
+        A record of an earlier JobSet of the same name (another `uid`) is dropped."""
         awaited = self._awaited.get(key)
         if awaited is None:
+            return False
+        if awaited.uid != uid:
+            self.forget(key)
             return False
         namespace = key.partition("/")[0]
         awaited.names = {name for name in awaited.names if not self._in_cache(namespace, name)}

@@ -166,7 +166,8 @@ class JobSetController:
             return None  # deleted: the garbage collector removes the children
         if self._cache_is_behind_our_write(key, raw):
             return None
-        if self.expectations.pending(key):
+        uid = str(raw["metadata"].get("uid", ""))
+        if self.expectations.pending(key, uid):
             self.expectation_skips += 1
             return None  # the event of the last unseen Job enqueues the key again
         snapshot = self._snapshot(raw)
@@ -179,7 +180,8 @@ class JobSetController:
             return None
         plan = await self._plan(snapshot)
         if not plan.is_empty():
-            self.expectations.expect(key, (job["metadata"]["name"] for job in plan.jobs_to_create))
+            names = (job["metadata"]["name"] for job in plan.jobs_to_create)
+            self.expectations.expect(key, uid, names)
             try:
                 written = await self._executor.execute(raw, plan)
             except BaseException as error:

@@ -29,41 +29,41 @@ def expectations(clock: FakeClock) -> tuple[CreateExpectations, Cache, list[str]
 
 async def test_a_key_waits_until_every_created_job_has_an_event() -> None:
     waits, _, _ = expectations(FakeClock())
-    waits.expect("ns/js", ["js-w-0", "js-w-1"])
-    assert waits.pending("ns/js")
+    waits.expect("ns/js", "u", ["js-w-0", "js-w-1"])
+    assert waits.pending("ns/js", "u")
     waits.observed("ns/js", "js-w-0")
-    assert waits.pending("ns/js")
+    assert waits.pending("ns/js", "u")
     waits.observed("ns/js", "js-w-1")
-    assert not waits.pending("ns/js")
+    assert not waits.pending("ns/js", "u")
     assert len(waits) == 0  # satisfied records are dropped
 
 
 async def test_a_job_the_cache_holds_counts_as_seen() -> None:
     waits, cache, _ = expectations(FakeClock())
-    waits.expect("ns/js", ["js-w-0"])
+    waits.expect("ns/js", "u", ["js-w-0"])
     cache.names.add(("ns", "js-w-0"))  # AlreadyExists, or the cache got it first
-    assert not waits.pending("ns/js")
+    assert not waits.pending("ns/js", "u")
 
 
 async def test_other_jobsets_events_do_not_count() -> None:
     waits, cache, _ = expectations(FakeClock())
-    waits.expect("ns/js", ["js-w-0"])
+    waits.expect("ns/js", "u", ["js-w-0"])
     waits.observed("ns/other", "js-w-0")
     cache.names.add(("elsewhere", "js-w-0"))
-    assert waits.pending("ns/js")
-    assert not waits.pending("ns/other")
+    assert waits.pending("ns/js", "u")
+    assert not waits.pending("ns/other", "u")
 
 
 async def test_a_job_never_seen_releases_the_key_once_at_the_timeout() -> None:
     clock = FakeClock()
     waits, _, enqueued = expectations(clock)
-    waits.expect("ns/js", ["js-w-0"])
+    waits.expect("ns/js", "u", ["js-w-0"])
     await clock.advance(EXPECTATION_TIMEOUT - 1)
-    assert waits.pending("ns/js")
+    assert waits.pending("ns/js", "u")
     assert enqueued == []
     await clock.advance(1)
     assert enqueued == ["ns/js"]
-    assert not waits.pending("ns/js")
+    assert not waits.pending("ns/js", "u")
     await clock.advance(10 * EXPECTATION_TIMEOUT)
     assert enqueued == ["ns/js"]
 
@@ -71,9 +71,9 @@ async def test_a_job_never_seen_releases_the_key_once_at_the_timeout() -> None:
 async def test_a_satisfied_key_adds_nothing_at_the_deadline() -> None:
     clock = FakeClock()
     waits, _, enqueued = expectations(clock)
-    waits.expect("ns/js", ["js-w-0"])
+    waits.expect("ns/js", "u", ["js-w-0"])
     waits.observed("ns/js", "js-w-0")
-    assert not waits.pending("ns/js")
+    assert not waits.pending("ns/js", "u")
     await clock.settle()
     assert clock.pending_sleepers == 0  # the timer does not sleep for a satisfied record
     await clock.advance(2 * EXPECTATION_TIMEOUT)
@@ -83,9 +83,9 @@ async def test_a_satisfied_key_adds_nothing_at_the_deadline() -> None:
 async def test_forget_drops_the_record() -> None:
     clock = FakeClock()
     waits, _, enqueued = expectations(clock)
-    waits.expect("ns/js", ["js-w-0"])
+    waits.expect("ns/js", "u", ["js-w-0"])
     waits.forget("ns/js")
-    assert not waits.pending("ns/js")
+    assert not waits.pending("ns/js", "u")
     await clock.advance(2 * EXPECTATION_TIMEOUT)
     assert enqueued == []
 
@@ -93,7 +93,7 @@ async def test_forget_drops_the_record() -> None:
 async def test_expecting_nothing_records_nothing() -> None:
     clock = FakeClock()
     waits, _, _ = expectations(clock)
-    waits.expect("ns/js", [])
+    waits.expect("ns/js", "u", [])
     assert len(waits) == 0
     await clock.settle()
     assert clock.pending_sleepers == 0
@@ -179,10 +179,10 @@ async def test_a_deleted_jobset_leaves_no_record() -> None:
 async def test_one_timer_serves_every_key_in_deadline_order() -> None:
     clock = FakeClock()
     waits, _, enqueued = expectations(clock)
-    waits.expect("ns/a", ["a-w-0"])
+    waits.expect("ns/a", "u", ["a-w-0"])
     await clock.advance(10)
-    waits.expect("ns/b", ["b-w-0"])
-    waits.expect("ns/c", ["c-w-0"])
+    waits.expect("ns/b", "u", ["b-w-0"])
+    waits.expect("ns/c", "u", ["c-w-0"])
     waits.observed("ns/c", "c-w-0")
     await clock.settle()
     assert clock.pending_sleepers == 1
@@ -191,3 +191,10 @@ async def test_one_timer_serves_every_key_in_deadline_order() -> None:
     await clock.advance(10)
     assert enqueued == ["ns/a", "ns/b"]  # c was satisfied: nothing at its deadline
     assert clock.pending_sleepers == 0
+
+
+async def test_a_jobset_of_the_same_name_with_another_uid_does_not_wait() -> None:
+    waits, _, _ = expectations(FakeClock())
+    waits.expect("ns/js", "old-uid", ["js-w-0"])
+    assert not waits.pending("ns/js", "new-uid")  # deleted and created again meanwhile
+    assert len(waits) == 0
