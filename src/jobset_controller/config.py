@@ -2,7 +2,7 @@
 
 Decoding is strict, like upstream's: an unknown key is an error that names it, so a typo cannot
 silently leave a default in force. Durations use Go's syntax ("15s", "1m30s"). Command-line flags
-override file values only when given (upstream's rule), which `apply_flag_overrides` implements.
+override file values only when given (upstream's rule; `cli.py` merges them).
 """
 
 from __future__ import annotations
@@ -94,8 +94,11 @@ def _one_of(*allowed: str) -> Callable[[Any], str]:
 
 
 def _strings(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+    if not isinstance(value, list):
         raise ValueError(f"expected a list of strings, got {_shown(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ValueError(f"item {index}: expected a string, got {_shown(item)}")
     return tuple(value)
 
 

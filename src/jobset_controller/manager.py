@@ -228,7 +228,7 @@ async def _warm_up() -> None:
     """Load and build what the first pass and the first admission need, once the process is
     ready (the modules above, then the models' validators: api/warmup.py), so neither pays for
     it (~0.1 s of CPU on the 2-core development machine). Each step runs in a loop turn of its
-    own, at most ~40 ms there, with a 1 ms pause between them: a probe, a pass or a review that
+    own (tens of ms there), with a 1 ms pause between them: a probe, a pass or a review that
     arrives meanwhile waits for one step, not for all of them. A failure only costs the first
     call the time it would have taken anyway."""
     try:
@@ -241,6 +241,9 @@ async def _warm_up() -> None:
         warm_up()
     except Exception as error:
         log.warning("model warm-up failed", error=str(error))
+    # The modules and models loaded here live as long as the process: keep them out of the
+    # collector's full scans, as the caches' first lists are (`_sync_caches`).
+    gc.freeze()
 
 
 class Manager:

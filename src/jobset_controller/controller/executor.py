@@ -99,8 +99,15 @@ class Executor:
         self._metrics = metrics
         self._parallelism = create_parallelism
 
-    async def execute(self, jobset: Mapping[str, Any], plan: Plan) -> str | None:
-        """Apply `plan`; returns the JobSet's resourceVersion after our status write, if any."""
+    async def execute(
+        self,
+        jobset: Mapping[str, Any],
+        plan: Plan,
+        *,
+        on_created: Callable[[str], None] = lambda name: None,
+    ) -> str | None:
+        """Apply `plan`; returns the JobSet's resourceVersion after our status write, if any.
+        `on_created(name)` is called for each Job this call created (not for AlreadyExists)."""
         meta = jobset["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         regarding = ObjectRef.from_object(jobset)
@@ -109,7 +116,7 @@ class Executor:
                 self._emit(regarding, event)
 
         for phase in WRITE_ORDER:
-            await self._write(phase, plan, regarding, namespace)
+            await self._write(phase, plan, regarding, namespace, on_created)
 
         written: str | None = None
         if plan.status is not None:
@@ -126,7 +133,12 @@ class Executor:
         return written
 
     async def _write(
-        self, phase: WritePhase, plan: Plan, regarding: ObjectRef, namespace: str
+        self,
+        phase: WritePhase,
+        plan: Plan,
+        regarding: ObjectRef,
+        namespace: str,
+        on_created: Callable[[str], None],
     ) -> None:
         """One phase of the child writes (mypy checks that every phase is handled here)."""
         match phase:
@@ -146,7 +158,7 @@ class Executor:
                         regarding, PVCS.path(namespace), pvc, PVC_CREATION_FAILED_EVENT
                     )
             case WritePhase.CREATE_JOBS:
-                await self._create_jobs(regarding, namespace, plan.jobs_to_create)
+                await self._create_jobs(regarding, namespace, plan.jobs_to_create, on_created)
             case WritePhase.PATCH_JOBS:
                 for patch in plan.jobs_to_patch:
                     await self._patch_job(namespace, patch)
@@ -187,7 +199,11 @@ class Executor:
             pass  # uid precondition failed: the object we meant is gone, a successor is there
 
     async def _create_jobs(
-        self, regarding: ObjectRef, namespace: str, jobs: Iterable[Mapping[str, Any]]
+        self,
+        regarding: ObjectRef,
+        namespace: str,
+        jobs: Iterable[Mapping[str, Any]],
+        on_created: Callable[[str], None],
     ) -> None:
         failures: dict[str, str] = {}
 
@@ -195,6 +211,7 @@ class Executor:
             name = job["metadata"]["name"]
             try:
                 await self._client.create(JOBS.path(namespace), job, decode=False)
+                on_created(name)
             except AlreadyExists:
                 pass
             except ApiError as error:

@@ -14,9 +14,10 @@ Guarantees (one test each, tests/unit/controller/test_create_expectations.py):
 
 1. `expect(key, names)` is called before the creates are sent, so no event can come first.
 2. A name stops being awaited when any event of that Job is observed (`observed`: an add, an
-   update or a delete; a Job deleted right after its add was still seen), or when the cache
-   holds it (`pending` checks `in_cache`: a create that met AlreadyExists, a Job the cache had
-   before the watch event was delivered to us).
+   update or a delete; a Job deleted right after its add was still seen), when the cache holds
+   it (`pending` checks `in_cache`), or when the pass did not create it after all (the controller
+   calls `observed` for a create that met AlreadyExists, failed or was never sent: such a Job may
+   be one the Job cache never holds, e.g. one without our label).
 3. `pending(key)` is False once every name is seen; the record is then dropped.
 4. No stall: `timeout` seconds after `expect`, a key still awaiting a Job (an event missed while
    the watch relisted, say) is dropped and enqueued once, so its pass runs with what the cache
@@ -141,12 +142,15 @@ class CreateExpectations:
                     continue
                 self._deadlines.popleft()
                 del self._awaited[key]
-                log.info(
-                    "created Jobs not seen in the cache in time; reconciling without them",
-                    jobset=key,
-                    unseen=sorted(awaited.names)[:5],
-                    timeout_s=self._timeout,
-                )
-                self._enqueue(key)
+                try:
+                    log.info(
+                        "created Jobs not seen in the cache in time; reconciling without them",
+                        jobset=key,
+                        unseen=sorted(awaited.names)[:5],
+                        timeout_s=self._timeout,
+                    )
+                    self._enqueue(key)
+                except Exception as error:  # the timer must outlive one bad key
+                    log.error("releasing a JobSet's create expectations failed", error=str(error))
         finally:
             self._timer = None

@@ -180,17 +180,21 @@ class JobSetController:
             return None
         plan = await self._plan(snapshot)
         if not plan.is_empty():
-            names = (job["metadata"]["name"] for job in plan.jobs_to_create)
+            names = [job["metadata"]["name"] for job in plan.jobs_to_create]
             self.expectations.expect(key, uid, names)
+            created: set[str] = set()
             try:
-                written = await self._executor.execute(raw, plan)
-            except BaseException as error:
-                # The retry must not wait for Jobs this pass may not have created.
-                self.expectations.forget(key)
-                if isinstance(error, Conflict):
-                    # The status write or a Job patch met a newer version than the snapshot's.
-                    log.info("a write conflicted; reconciling again from fresh state")
+                written = await self._executor.execute(raw, plan, on_created=created.add)
+            except Conflict:
+                # The status write or a Job patch met a newer version than the snapshot's.
+                log.info("a write conflicted; reconciling again from fresh state")
                 raise
+            finally:
+                # A Job this pass did not create (AlreadyExists: it may be one the Job cache
+                # never holds; a failed create; a create never sent) is nothing to wait for.
+                for name in names:
+                    if name not in created:
+                        self.expectations.observed(key, name)
             if written is not None and written.isdigit():
                 self._written[key] = int(written)
         if plan.requeue_after is not None:

@@ -3,6 +3,7 @@ and never longer than the timeout (controller/expectations.py, one test per guar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -103,14 +104,23 @@ async def test_expecting_nothing_records_nothing() -> None:
 
 
 class CountingExecutor:
-    def __init__(self, fail: bool = False) -> None:
+    """Creates every planned Job (reports it created) unless `fail`; `exists` names answer
+    AlreadyExists (not reported)."""
+
+    def __init__(self, fail: bool = False, exists: frozenset[str] = frozenset()) -> None:
         self.plans: list[Plan] = []
         self.fail = fail
+        self.exists = exists
 
-    async def execute(self, jobset: Any, plan: Plan) -> str | None:
+    async def execute(
+        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None]
+    ) -> str | None:
         self.plans.append(plan)
         if self.fail:
             raise RuntimeError("the API server refused a create")
+        for job in plan.jobs_to_create:
+            if job["metadata"]["name"] not in self.exists:
+                on_created(job["metadata"]["name"])
         return None
 
 
@@ -198,3 +208,16 @@ async def test_a_jobset_of_the_same_name_with_another_uid_does_not_wait() -> Non
     waits.expect("ns/js", "old-uid", ["js-w-0"])
     assert not waits.pending("ns/js", "new-uid")  # deleted and created again meanwhile
     assert len(waits) == 0
+
+
+async def test_a_job_that_already_existed_is_not_waited_for() -> None:
+    # js-w-1 exists without our label, so the Job cache never holds it: waiting for it would
+    # hold the JobSet until the deadline after every pass.
+    executor = CountingExecutor(exists=frozenset({"js-w-1"}))
+    ctl = controller(executor)
+    ctl.jobsets.store.put(jobset(replicas=2))
+    await ctl.reconcile("ns/js")
+    ctl.jobs.store.put(dict(executor.plans[0].jobs_to_create[0]))  # js-w-0 arrives
+    await ctl.reconcile("ns/js")
+    assert len(executor.plans) == 2
+    assert ctl.expectation_skips == 0

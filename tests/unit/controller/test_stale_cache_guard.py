@@ -3,6 +3,7 @@ its own last status write."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jobset_controller.api import FeatureGates
@@ -15,7 +16,9 @@ class CountingExecutor:
         self.plans: list[Plan] = []
         self.written = written
 
-    async def execute(self, jobset: Any, plan: Plan) -> str | None:
+    async def execute(
+        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None] = lambda name: None
+    ) -> str | None:
         self.plans.append(plan)
         return self.written
 
