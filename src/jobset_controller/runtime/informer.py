@@ -76,6 +76,11 @@ _LIST_SLICE = 500
 _LIST_PAGE = 500
 # zlib's wbits for raw deflate: no header or checksum (the bytes never leave the process).
 _RAW_DEFLATE = -15
+# zlib's memLevel for the compressor of each stored object. The default (8) sets up ~256 KiB of
+# state per compressor, and one is made per write: ~58 us per cached JobSet or Job on the
+# development machine, against ~11 us at 6, for output 0.3% larger (objects of a few KB never
+# fill the bigger hash table). Every ADDED and MODIFIED event of a compact store pays it.
+_MEM_LEVEL = 6
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -146,7 +151,7 @@ class Store:
         text = orjson.dumps(obj)
         if self._zdict is None:
             self._zdict = text
-        writer = zlib.compressobj(1, zlib.DEFLATED, _RAW_DEFLATE, zdict=self._zdict)
+        writer = zlib.compressobj(1, zlib.DEFLATED, _RAW_DEFLATE, _MEM_LEVEL, zdict=self._zdict)
         return writer.compress(text) + writer.flush()
 
     def __len__(self) -> int:
