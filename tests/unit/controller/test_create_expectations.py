@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests.unit.controller.conftest import offline_controller
 
-from jobset_controller.api import FeatureGates
 from jobset_controller.controller.expectations import EXPECTATION_TIMEOUT, CreateExpectations
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.reconcile import Plan
@@ -136,14 +136,7 @@ def jobset(replicas: int) -> dict[str, Any]:
 
 
 def controller(executor: CountingExecutor) -> JobSetController:
-    return JobSetController(
-        object(),  # type: ignore[arg-type]  # informers are not started here
-        enqueue=lambda key: None,
-        executor=executor,  # type: ignore[arg-type]
-        recorder=object(),  # type: ignore[arg-type]
-        features=FeatureGates(),
-        clock=FakeClock(),
-    )
+    return offline_controller(executor, clock=FakeClock())
 
 
 async def test_the_pass_after_creates_waits_for_the_last_created_job() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from tests.unit.controller.conftest import offline_controller
 
 from jobset_controller.api import EXCLUSIVE_KEY, JOB_KEY, NODE_SELECTOR_STRATEGY_KEY, FeatureGates
 from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_GATE, PLACEMENT_LABEL
@@ -82,14 +83,7 @@ def placement_mode(client: ProbeClient, clock: FakeClock) -> PlacementMode:
 
 
 def controller(mode: PlacementMode, executor: RecordingExecutor) -> JobSetController:
-    return JobSetController(
-        object(),  # type: ignore[arg-type]  # informers are not started here
-        enqueue=lambda key: None,
-        executor=executor,  # type: ignore[arg-type]
-        recorder=object(),  # type: ignore[arg-type]
-        features=FeatureGates(),
-        placement_mode=mode,
-    )
+    return offline_controller(executor, placement_mode=mode)
 
 
 def jobset(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jobset_controller.api import FeatureGates
+from tests.unit.controller.conftest import offline_controller
+
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.reconcile import Plan
 
@@ -41,13 +42,7 @@ def jobset(resource_version: str) -> dict[str, Any]:
 
 
 def controller(executor: CountingExecutor) -> JobSetController:
-    return JobSetController(
-        object(),  # type: ignore[arg-type]  # informers are not started here
-        enqueue=lambda key: None,
-        executor=executor,  # type: ignore[arg-type]
-        recorder=object(),  # type: ignore[arg-type]
-        features=FeatureGates(),
-    )
+    return offline_controller(executor)
 
 
 async def test_a_cache_older_than_our_write_is_not_reconciled() -> None:
