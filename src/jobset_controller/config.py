@@ -218,7 +218,7 @@ def _decode(cls: type[Any], data: Any, location: str) -> Any:
     "unknown field", as upstream's strict decoding says it); a null value keeps the default, as
     decoding `null` into a Go struct field does."""
     if not isinstance(data, dict):
-        raise _Refused(f"{location or '<root>'}: expected a map, got {_shown(data)}")
+        raise _Refused(f"{location}: expected a map, got {_shown(data)}")  # a section
     by_key = {f.metadata["key"].name: f for f in fields(cls)}
     values: dict[str, Any] = {}
     for key, value in data.items():

@@ -107,8 +107,9 @@ class JobSetController:
     def informers(self) -> tuple[Informer, ...]:
         return (self.jobsets, self.jobs, self.services, self.pvcs)
 
-    def _snapshot(self, raw: dict[str, Any]) -> Snapshot | str:
-        """The inputs of one pass around the cached JobSet `raw`, or why it cannot be parsed.
+    def _snapshot(self, raw: dict[str, Any], uid: str) -> Snapshot | str:
+        """The inputs of one pass around the cached JobSet `raw` (whose UID is `uid`), or why it
+        cannot be parsed.
 
         The models (and pydantic) are reached through the `api` package at the first pass, not
         imported with this module: they are not on the path from process start to /readyz."""
@@ -118,7 +119,6 @@ class JobSetController:
             jobset = api.JobSet.model_validate(raw)
         except ValidationError as error:
             return invalid_jobset_message(error.errors()[0]["msg"])
-        uid = str(raw["metadata"].get("uid", ""))
         namespace = str(raw["metadata"]["namespace"])
         service = self.services.store.get(f"{namespace}/{jobset_subdomain(jobset)}")
         claims = self.pvcs.store.by_index("namespace", namespace)
@@ -170,7 +170,7 @@ class JobSetController:
         if self.expectations.pending(key, uid):
             self.expectation_skips += 1
             return None  # the event of the last unseen Job enqueues the key again
-        snapshot = self._snapshot(raw)
+        snapshot = self._snapshot(raw, uid)
         if isinstance(snapshot, str):
             message = snapshot
             log.warning("unreadable jobset", error=message)
@@ -180,7 +180,7 @@ class JobSetController:
             return None
         plan = await self._plan(snapshot)
         if not plan.is_empty():
-            names = [job["metadata"]["name"] for job in plan.jobs_to_create]
+            names = plan.names_to_create()
             self.expectations.expect(key, uid, names)
             created: set[str] = set()
             try:

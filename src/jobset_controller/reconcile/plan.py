@@ -175,9 +175,13 @@ class Plan:
         patched = [patch.name for patch in self.jobs_to_patch]
         if len(patched) != len(set(patched)):
             raise ValueError(f"more than one patch for a Job: {sorted(patched)}")
-        created = [_manifest_name(job) for job in self.jobs_to_create]
+        created = self.names_to_create()
         if len(created) != len(set(created)):
             raise ValueError(f"a Job name is created twice: {sorted(created)}")
+
+    def names_to_create(self) -> list[str]:
+        """The names of the Jobs this Plan creates, in its order."""
+        return [_manifest_name(job) for job in self.jobs_to_create]
 
     def is_empty(self) -> bool:
         """True when the Plan asks for nothing at all: no write, no event, no requeue."""
