@@ -19,7 +19,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,18 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 # ----------------------------------------------------------------------------- raw client
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def control_plane_cpu(plane: ControlPlane) -> float:
+    """CPU seconds of the control plane's kube-apiserver and etcd so far: what a window of
+    creates cost the API server, whoever sent them."""
+    return sum(process_cpu(p.pid) for p in (plane.apiserver, plane.etcd) if p and p.pid)
+
+
 class RawClient:
     """The tightest client we can write in Python, the ceiling the controller's creates are
     compared with (what the API server itself sustains): bodies encoded once up front, N
@@ -45,14 +57,24 @@ class RawClient:
     deletes, watches) go through an aiohttp session: a client that is not ours."""
 
     def __init__(self, plane: ControlPlane, limit: int = 100) -> None:
-        context = ssl.create_default_context(cafile=str(plane.ca.pair.cert))
-        context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
-        self.base = plane.server
+        self._open(plane.server, plane.ca.pair.cert, plane.admin.cert, plane.admin.key, limit)
+
+    @classmethod
+    def for_files(cls, server: str, ca: Path, cert: Path, key: Path) -> RawClient:
+        """A client of the API server at `server` (another process of the bench: count_watch)."""
+        client = cls.__new__(cls)
+        client._open(server, ca, cert, key, 100)
+        return client
+
+    def _open(self, server: str, ca: Path, cert: Path, key: Path, limit: int) -> None:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.load_cert_chain(str(cert), str(key))
+        self.base = server
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=context, limit=limit),
             timeout=aiohttp.ClientTimeout(total=120),
         )
-        self.pool = ConnectionPool(Endpoint.for_url(plane.server, context), limit=limit)
+        self.pool = ConnectionPool(Endpoint.for_url(server, context), limit=limit)
 
     async def close(self) -> None:
         await self.session.close()
@@ -171,6 +193,52 @@ class Watcher:
         return time.perf_counter() - started
 
 
+class CountWatch:
+    """A watch in a process of its own (count_watch.py) that reports the moment it has seen
+    `count` objects of one collection: the instrument both sides of a comparison are timed
+    with. In its own process, it takes no turn of the measured client's event loop (a raw
+    client watching from its own loop would be slowed by its instrument, and a controller
+    measured from the bench's process would not); the API server serves it and the machine
+    runs it alike for both."""
+
+    def __init__(self, plane: ControlPlane, path: str, count: int) -> None:
+        self.argv = [
+            sys.executable, str(Path(__file__).with_name("count_watch.py")),
+            plane.server, str(plane.ca.pair.cert), str(plane.admin.cert), str(plane.admin.key),
+            path, str(count),
+        ]  # fmt: skip
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        """Spawn it; returns once its list is done and its watch is open."""
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
+        )
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"count_watch: {line!r}")
+
+    async def seen(self, limit: float = 900.0) -> float:
+        """The time.perf_counter() (CLOCK_MONOTONIC, the same in every process) at which it
+        had seen `count` objects."""
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), limit)
+        await self.proc.wait()
+        kind, _, value = line.decode().partition(" ")
+        if kind != "seen":
+            raise RuntimeError(f"count_watch: {line!r}")
+        return float(value)
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
 # ----------------------------------------------------------------------------- controller
 _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -202,8 +270,10 @@ class Controller:
         log_level: str = "info",
         profile: Path | None = None,
         python: Path | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.label, self.src, self.plane = label, src, plane
+        self.extra_args = list(extra_args)
         self.python = str(python or sys.executable)
         self.workers, self.log_level = workers, log_level
         self.log_path = workdir / f"controller-{label}-{time.monotonic_ns()}.log"
@@ -237,6 +307,7 @@ class Controller:
             f"--config={config}",
             *(["--metrics-secure=false"] if "--metrics-secure" in cli else []),
             f"--workers={self.workers}", f"--zap-log-level={self.log_level}", "--log-format=json",
+            *self.extra_args,
         ]  # fmt: skip
         if self.profile is not None:  # py-spy (pip install py-spy) samples the controller
             out = self.profile / f"{self.label}-{time.monotonic_ns()}.txt"
@@ -268,8 +339,7 @@ class Controller:
 
     def cpu(self) -> float:
         """User + system CPU seconds of the process so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
+        return process_cpu(self.pid)
 
     def rss(self) -> int:
         return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * PAGE
