@@ -210,7 +210,9 @@ def _run(args: argparse.Namespace) -> int:
 
     from jobset_controller.config import ConfigError, load_configuration
     from jobset_controller.manager import Manager, ManagerOptions
+    from jobset_controller.runtime.clock import RealClock
     from jobset_controller.runtime.logging import configure_logging
+    from jobset_controller.runtime.ratelimit import client_throttle
 
     try:
         config = load_configuration(args.config)
@@ -223,6 +225,18 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.workers < 1:
         print("jobset-controller: --workers: must be at least 1", file=sys.stderr)
+        return 2
+
+    def pick(flag: Any, configured: Any) -> Any:
+        return configured if flag is None else flag
+
+    qps = pick(args.kube_api_qps, config.client_connection.qps)
+    burst = pick(args.kube_api_burst, config.client_connection.burst)
+    try:
+        client_throttle(qps, burst, clock=RealClock())
+    except ValueError as error:
+        where = "--kube-api-burst" if args.kube_api_burst is not None else "clientConnection.burst"
+        print(f"jobset-controller: {where}: {error}", file=sys.stderr)
         return 2
     log_format: Literal["auto", "json", "console"] = args.zap_encoder or (
         "console" if args.zap_devel else args.log_format
@@ -244,9 +258,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"jobset-controller: {error}", file=sys.stderr)
         return 2
 
-    def pick(flag: Any, configured: Any) -> Any:
-        return configured if flag is None else flag
-
     options = ManagerOptions(
         config=config,
         kubeconfig=args.kubeconfig,
@@ -256,8 +267,8 @@ def _run(args: argparse.Namespace) -> int:
             args.health_probe_bind_address, config.health.health_probe_bind_address
         ),
         leader_elect=pick(args.leader_elect, config.leader_election.leader_elect),
-        qps=pick(args.kube_api_qps, config.client_connection.qps),
-        burst=pick(args.kube_api_burst, config.client_connection.burst),
+        qps=qps,
+        burst=burst,
         workers=args.workers,
         cert_policy=cert_policy,
         cert_extra_sans=tuple(

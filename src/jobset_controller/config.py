@@ -247,12 +247,33 @@ def load_configuration(path: str | Path | None) -> Configuration:
     import yaml  # only with a file: 10-15 ms of a start without one
 
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = yaml.load(Path(path).read_text(), Loader=_go_yaml_loader(yaml)) or {}
     except OSError as error:
         raise ConfigError(f"--config {path}: cannot read: {error.strerror}") from error
     except yaml.YAMLError as error:
         raise ConfigError(f"--config {path}: not valid YAML: {error}") from error
     return parse_configuration(data, source=f"--config {path}")
+
+
+def _go_yaml_loader(yaml: Any) -> Any:
+    """PyYAML's safe loader, reading plain scalars as floats where upstream's YAML reader does.
+
+    Upstream decodes the file with go-yaml, whose exponents need neither a dot nor a sign:
+    `qps: 1e3` and `qps: 1.0e3` are 1000.0 there and strings to PyYAML (its YAML 1.1 floats
+    want `1.0e+3`), which `qps` would refuse. Quoted scalars stay strings in both. PyYAML's own
+    resolvers are tried first, so this one only sees what they left as a string."""
+
+    class GoYAMLLoader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    GoYAMLLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789.")
+    )
+    return GoYAMLLoader
+
+
+# go-yaml's floats with an exponent (`1e3`, `1.0e3`, `.5E-1`, `-2e+2`).
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 
 def parse_configuration(data: Any, *, source: str = "configuration") -> Configuration:

@@ -8,7 +8,8 @@ measured); where the server is and which credentials to send come from runtime/k
 (which hands exec and auth-provider kubeconfigs to the official loader).
 
 What it adds, like client-go's rest client:
-- a client-side token bucket (QPS/burst, 500/500 by default as upstream's flags);
+- a client-side token bucket (QPS/burst, 500/500 by default as upstream's flags, read as
+  client-go reads them: `ratelimit.client_throttle`);
 - a User-Agent naming the controller and its version;
 - retries of 429 and 5xx answers that carry Retry-After (at most `max_retries`), and of
   connection errors for reads, with backoff;
@@ -56,7 +57,7 @@ from jobset_controller.runtime.http1 import (
 )
 from jobset_controller.runtime.kubeconfig import ClusterAccess, Credentials
 from jobset_controller.runtime.kubeconfig import load as load_access
-from jobset_controller.runtime.ratelimit import TokenBucket
+from jobset_controller.runtime.ratelimit import TokenBucket, client_throttle
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -192,7 +193,7 @@ class KubeClient:
         credentials: Credentials,
         settings: ClientSettings,
         metrics: RestClientMetrics,
-        bucket: TokenBucket,
+        bucket: TokenBucket | None,
         clock: Clock | None = None,
         rng: RandomSource = random,
     ) -> None:
@@ -261,7 +262,7 @@ class KubeClient:
             credentials=access.credentials,
             settings=settings,
             metrics=RestClientMetrics(registry),
-            bucket=TokenBucket(qps=settings.qps, burst=settings.burst, clock=clock),
+            bucket=client_throttle(settings.qps, settings.burst, clock=clock),
             clock=clock,
             rng=rng,
         )
@@ -324,7 +325,8 @@ class KubeClient:
         time_limit = request_timeout or self.settings.request_timeout
         attempt = 0
         while True:
-            await self._bucket.acquire()
+            if self._bucket is not None:
+                await self._bucket.acquire()
             started = self._clock.now()
             code = "<error>"
             try:
@@ -416,7 +418,8 @@ class KubeClient:
         An HTTP error status raises the mapped ApiError; a read silent for `read_timeout`
         raises TimeoutError.
         """
-        await self._bucket.acquire()
+        if self._bucket is not None:
+            await self._bucket.acquire()
         target = self._target(path, {**params, "watch": True})
         async with self._transport.stream(
             "GET", target, await self._headers(None), read_timeout=read_timeout

@@ -14,7 +14,8 @@ per-item exponential backoff (5 ms doubling, capped at 1000 s) and an overall to
 the API server.
 
 `TokenBucket` is also usable on its own, with `await acquire()`, for client-side QPS/burst
-throttling of API requests.
+throttling of API requests; `client_throttle` reads `--kube-api-qps`/`--kube-api-burst` as
+client-go's rest.Config does.
 
 Single event loop: no locks.
 """
@@ -24,6 +25,29 @@ from collections.abc import Hashable
 from typing import Protocol
 
 from jobset_controller.runtime.clock import Clock
+
+# client-go's rest.DefaultQPS / rest.DefaultBurst: what a QPS or burst left at 0 means.
+CLIENT_GO_DEFAULT_QPS = 5.0
+CLIENT_GO_DEFAULT_BURST = 10
+
+
+def client_throttle(qps: float, burst: int, *, clock: Clock) -> "TokenBucket | None":
+    """The client-side throttle for a QPS and burst read as client-go reads rest.Config's.
+
+    0 means client-go's default (5 qps, burst 10). A QPS that is not a positive finite number
+    (negative, NaN, +Inf) means no client-side limit: None. Upstream's users turn the limiter
+    off with a negative QPS (leaving it to the API server's priority and fairness), and a bucket
+    would misbehave on the others (NaN tokens never refill; an infinite rate makes NaN of an
+    elapsed 0). A negative burst with a limit is refused (ValueError): client-go's bucket would
+    refuse every request.
+    """
+    qps = CLIENT_GO_DEFAULT_QPS if qps == 0 else qps
+    burst = CLIENT_GO_DEFAULT_BURST if burst == 0 else burst
+    if not (qps > 0 and math.isfinite(qps)):
+        return None
+    if burst < 0:
+        raise ValueError(f"a negative burst ({burst}) with a QPS limit ({qps:g}) allows nothing")
+    return TokenBucket(qps, burst, clock=clock)
 
 
 class RateLimiter(Protocol):

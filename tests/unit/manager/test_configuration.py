@@ -140,3 +140,18 @@ def test_null_values_keep_their_defaults(tmp_path: Path) -> None:
     config = load_configuration(write(tmp_path, "webhook:\nleaderElection:\n  leaseDuration:\n"))
     assert config.webhook.port == 9443
     assert config.leader_election.lease_duration == 15.0
+
+
+@pytest.mark.parametrize(
+    ("text", "qps"), [("1e3", 1000.0), ("1.5e2", 150.0), (".5E+3", 500.0), ("-1e0", -1.0)]
+)
+def test_exponent_floats_read_as_upstreams_yaml_reads_them(
+    tmp_path: Path, text: str, qps: float
+) -> None:
+    config = load_configuration(write(tmp_path, f"clientConnection:\n  qps: {text}\n"))
+    assert config.client_connection.qps == qps
+
+
+def test_a_quoted_exponent_is_still_a_string(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"clientConnection\.qps"):
+        load_configuration(write(tmp_path, 'clientConnection:\n  qps: "1e3"\n'))

@@ -44,14 +44,19 @@ class ScriptedTransport:
         return Response(status, {k.lower(): v for k, v in answer_headers.items()}, body)
 
 
-def client_for(session: ScriptedTransport, clock: FakeClock, draws: RandomSource) -> KubeClient:
+def client_for(
+    session: ScriptedTransport,
+    clock: FakeClock,
+    draws: RandomSource,
+    bucket: TokenBucket | None = None,
+) -> KubeClient:
     return KubeClient(
         server="https://api.test",
         transport=session,  # type: ignore[arg-type]
         credentials=NoCredentials(),
         settings=ClientSettings(),
         metrics=RestClientMetrics(None),
-        bucket=TokenBucket(qps=500, burst=500, clock=clock),
+        bucket=bucket or TokenBucket(qps=500, burst=500, clock=clock),
         clock=clock,
         rng=draws,
     )
@@ -121,3 +126,27 @@ async def test_a_server_error_without_retry_after_is_final_at_once(
     assert times == [0.0]
     with pytest.raises(ServerError):
         task.result()
+
+
+async def test_without_a_client_side_limit_no_request_waits(
+    clock: FakeClock, draws: RandomSource
+) -> None:
+    """A negative --kube-api-qps (client_throttle -> None): 5 requests past a burst of 1."""
+    session = ScriptedTransport(clock, [(200, {})] * 5)
+    limited = client_for(session, clock, draws, bucket=TokenBucket(qps=1, burst=1, clock=clock))
+    unlimited = KubeClient(
+        server="https://api.test",
+        transport=session,  # type: ignore[arg-type]
+        credentials=NoCredentials(),
+        settings=ClientSettings(qps=-1),
+        metrics=RestClientMetrics(None),
+        bucket=None,
+        clock=clock,
+        rng=draws,
+    )
+    await asyncio.gather(*(unlimited.get("/api/v1/pods") for _ in range(3)))
+    assert session.times == [0.0, 0.0, 0.0]
+    both = asyncio.gather(*(limited.get("/api/v1/pods") for _ in range(2)))
+    await clock.advance(10)
+    await both
+    assert session.times == [0.0, 0.0, 0.0, 0.0, 1.0]  # the limited one still spaces them

@@ -1,6 +1,7 @@
 """Rate limiters with client-go's numbers: 5 ms doubling to 1000 s per item; 10 qps, burst 100."""
 
 import asyncio
+import math
 from collections.abc import Hashable
 
 import pytest
@@ -11,6 +12,7 @@ from jobset_controller.runtime.ratelimit import (
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
     TokenBucket,
+    client_throttle,
     default_controller_rate_limiter,
 )
 
@@ -120,6 +122,36 @@ async def test_token_bucket_acquire_waits_on_the_clock_for_a_reserved_token() ->
 def test_token_bucket_rejects_settings_that_never_admit(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="must be"):
         TokenBucket(qps, burst, clock=FakeClock())
+
+
+# ------------------------------------------------- --kube-api-qps / --kube-api-burst (client-go)
+
+
+def test_client_throttle_reads_zero_as_client_gos_defaults() -> None:
+    bucket = client_throttle(0.0, 0, clock=FakeClock())
+    assert bucket is not None
+    delays = [bucket.reserve() for _ in range(11)]
+    assert delays[:10] == [0.0] * 10  # burst 10
+    assert delays[10] == pytest.approx(1 / 5)  # then 5 per second
+
+
+@pytest.mark.parametrize("qps", [-1.0, math.nan, math.inf], ids=["negative", "nan", "inf"])
+@pytest.mark.parametrize("burst", [500, -1], ids=["burst", "negative-burst"])
+def test_client_throttle_is_off_for_a_qps_that_is_not_a_positive_finite_number(
+    qps: float, burst: int
+) -> None:
+    assert client_throttle(qps, burst, clock=FakeClock()) is None
+
+
+def test_client_throttle_refuses_a_negative_burst_with_a_limit() -> None:
+    with pytest.raises(ValueError, match="negative burst"):
+        client_throttle(500.0, -1, clock=FakeClock())
+
+
+def test_client_throttle_keeps_the_stock_settings() -> None:
+    bucket = client_throttle(500.0, 500, clock=FakeClock())
+    assert bucket is not None
+    assert [bucket.reserve() for _ in range(501)][-2:] == pytest.approx([0.0, 1 / 500])
 
 
 def test_bucket_limiter_delays_after_the_burst_and_keeps_no_item_state() -> None:

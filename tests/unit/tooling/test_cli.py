@@ -243,3 +243,13 @@ def test_unreadable_yaml_is_a_one_line_usage_error(
     assert err.startswith(f"{manifest}: cannot read: ")
     manifest.write_bytes(b"\xff\xfe\x00garbage")
     assert main(["validate", str(manifest)]) == 2
+
+
+def test_a_negative_burst_with_a_qps_limit_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "--kube-api-burst=-1"]) == 2
+    assert capsys.readouterr().err == (
+        "jobset-controller: --kube-api-burst: a negative burst (-1) with a QPS limit (500)"
+        " allows nothing\n"
+    )
