@@ -62,6 +62,9 @@ from runtime_venv import runtime_python
 
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.reconcile.desired_jobs import construct_job
+from jobset_controller.runtime.client import ClientSettings
+from jobset_controller.runtime.clock import RealClock
+from jobset_controller.runtime.ratelimit import client_throttle
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 
@@ -131,11 +134,13 @@ def rate_limit_floor(creates: int, controller_args: list[str]) -> float:
     """Seconds the controller's client-side token bucket alone needs for `creates` requests
     when it starts full: `burst` at once, the rest at `qps` per second (the stock
     `--kube-api-qps`/`--kube-api-burst` are 500/500, upstream's; so 1000 creates take >= 1 s
-    whatever the API server could take). Other requests of the window are not counted."""
+    whatever the API server could take), the flags read as the controller reads them. Other
+    requests of the window are not counted."""
     flags = dict(arg.removeprefix("--").split("=", 1) for arg in controller_args if "=" in arg)
-    qps = float(flags.get("kube-api-qps", 500))
-    burst = int(flags.get("kube-api-burst", 500))
-    return max(creates - burst, 0) / qps
+    qps = float(flags.get("kube-api-qps", ClientSettings.qps))
+    burst = int(flags.get("kube-api-burst", ClientSettings.burst))
+    bucket = client_throttle(qps, burst, clock=RealClock())
+    return 0.0 if bucket is None else max(creates - bucket.burst, 0) / bucket.qps
 
 
 def writes(before: dict[str, float], after: dict[str, float]) -> float:

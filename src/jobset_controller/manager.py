@@ -587,6 +587,7 @@ class Manager:
         # No worker may write once the lease is released: stop them all first.
         working.cancel()
         await asyncio.gather(working, return_exceptions=True)
+        await parts.controller.expectations.close()  # its timer only enqueues: no worker is left
         if renew is not None:
             renew.cancel()
             with contextlib.suppress(asyncio.CancelledError, LeadershipLost):

@@ -25,6 +25,7 @@ Guarantees (one test each, tests/unit/controller/test_create_expectations.py):
 5. `forget(key)` drops the record (the JobSet is gone, or its creates failed and the retry must
    not wait for Jobs that may never exist); so does `pending` for a JobSet of the same name with
    another UID (deleted and created again between two passes).
+6. `close()` (at shutdown) stops the timer: no key is enqueued after it, no task is left.
 
 Cost: one set of names per JobSet with creates in flight, and one timer task for all of them
 (every record gets the same timeout, so deadlines come in the order they were set: a queue, no
@@ -126,6 +127,16 @@ class CreateExpectations:
 
     def forget(self, key: str) -> None:
         self._awaited.pop(key, None)
+
+    async def close(self) -> None:
+        """Stop the timer and drop every record: the manager's shutdown, once no worker runs.
+        Nothing is enqueued afterwards, and no task outlives the controller."""
+        timer = self._timer
+        self._awaited.clear()
+        self._deadlines.clear()
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
 
     async def _expire_due(self) -> None:
         """Enqueue each key whose record is still awaited at its deadline; runs while any

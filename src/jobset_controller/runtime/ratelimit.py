@@ -117,6 +117,14 @@ class TokenBucket:
         self._tokens = float(burst)
         self._refilled_at = clock.now()
 
+    @property
+    def qps(self) -> float:
+        return self._qps
+
+    @property
+    def burst(self) -> int:
+        return self._burst
+
     def reserve(self) -> float:
         """Take one token now; return the seconds until it is actually available (0 if now)."""
         self._refill()

@@ -81,6 +81,19 @@ async def test_a_satisfied_key_adds_nothing_at_the_deadline() -> None:
     assert enqueued == []
 
 
+async def test_close_stops_the_timer_and_nothing_is_enqueued_after() -> None:
+    clock = FakeClock()
+    waits, _, enqueued = expectations(clock)
+    waits.expect("ns/js", "u", ["js-w-0"])
+    await clock.settle()
+    assert clock.pending_sleepers == 1  # the timer waits for the deadline
+    await waits.close()
+    assert clock.pending_sleepers == 0
+    assert len(waits) == 0
+    await clock.advance(2 * EXPECTATION_TIMEOUT)
+    assert enqueued == []
+
+
 async def test_forget_drops_the_record() -> None:
     clock = FakeClock()
     waits, _, enqueued = expectations(clock)

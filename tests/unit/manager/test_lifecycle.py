@@ -86,6 +86,19 @@ class Controller:
     informers = (Informer(), Informer())
 
 
+class Expectations:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    async def close(self) -> None:
+        self.order.append("expectations closed")
+
+
+class ClosingController:
+    def __init__(self, order: list[str]) -> None:
+        self.expectations = Expectations(order)
+
+
 def parts(**fields: Any) -> _Parts:
     defaults: dict[str, Any] = dict.fromkeys(field.name for field in dataclasses.fields(_Parts))
     return _Parts(**{**defaults, **fields})
@@ -98,8 +111,14 @@ async def test_workers_stop_before_the_lease_is_released(manager: Manager) -> No
     renew = asyncio.create_task(forever(order, "renewal stopped"))
     manager.elector = Elector(order)  # type: ignore[assignment]
     await asyncio.sleep(0)
-    await manager._drain(parts(queue=Queue(drains=True)), working, renew)
-    assert order == ["workers stopped", "renewal stopped", "lease released"]
+    drained = parts(queue=Queue(drains=True), controller=ClosingController(order))
+    await manager._drain(drained, working, renew)
+    assert order == [
+        "workers stopped",
+        "expectations closed",  # no task of the controller outlives it
+        "renewal stopped",
+        "lease released",
+    ]
 
 
 async def test_a_leader_deposed_while_draining_exits_1_at_once_without_releasing(
