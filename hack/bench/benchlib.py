@@ -29,7 +29,7 @@ import orjson
 
 from jobset_controller.runtime.http1 import ConnectionPool, Endpoint
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.processes import free_port, parent_death_signal
 
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -138,8 +138,20 @@ class Watcher:
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> None:
+        """Returns once the list is read and the watch answered 200 (its events flow); raises
+        what ended it if it failed first."""
         self._task = asyncio.create_task(self._run())
-        await self._ready.wait()
+        await self.until(self._ready)
+
+    async def until(self, event: asyncio.Event) -> None:
+        """Wait for `event`; if the watch ends first (it only ends by failing), raise why."""
+        assert self._task is not None
+        waiter = asyncio.create_task(event.wait())
+        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not event.is_set():
+            waiter.cancel()
+            self._task.result()
+            raise RuntimeError(f"the watch of {self.path} ended")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -153,7 +165,6 @@ class Watcher:
         for item in body.get("items") or ():
             self.objects[item["metadata"]["name"]] = item
         rv = body["metadata"]["resourceVersion"]
-        self._ready.set()
         while True:
             url = (
                 f"{self.client.base}{self.path}?{self.params}{sep}watch=true"
@@ -162,6 +173,9 @@ class Watcher:
             async with self.client.session.get(
                 url, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
             ) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"watch {self.path}: {response.status}")
+                self._ready.set()
                 buffer = b""
                 async for chunk in response.content.iter_any():
                     buffer += chunk
@@ -215,6 +229,7 @@ class CountWatch:
             *self.argv,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
+            preexec_fn=parent_death_signal(),  # never outlives the bench
         )
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
@@ -227,10 +242,10 @@ class CountWatch:
         assert self.proc is not None
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), limit)
-        await self.proc.wait()
+        code = await self.proc.wait()
         kind, _, value = line.decode().partition(" ")
         if kind != "seen":
-            raise RuntimeError(f"count_watch: {line!r}")
+            raise RuntimeError(f"count_watch exited {code}: {line!r}")
         return float(value)
 
     async def stop(self) -> None:

@@ -1,7 +1,8 @@
 """A watch that reports when it has seen `count` objects (benchlib.CountWatch runs it).
 
-Prints `ready` once the list is done and the watch is open, then `seen <perf_counter>` the
-moment the collection holds `count` objects, and exits. Its own process, so the client being
+Prints `ready` once the list is done and the watch answered, then `seen <perf_counter>` the
+moment the collection holds `count` objects, and exits (1, with a traceback on stderr, if the
+watch fails first). Its own process, so the client being
 measured never gives it a turn of its event loop.
 
 Run: python count_watch.py SERVER CA CERT KEY PATH COUNT
@@ -32,7 +33,7 @@ async def main(server: str, ca: str, cert: str, key: str, path: str, count: int)
     try:
         await watcher.start()
         print("ready", flush=True)
-        await done.wait()
+        await watcher.until(done)  # a failed watch raises: exit 1 at once, not at the timeout
     finally:
         await watcher.stop()
         await client.close()

@@ -61,8 +61,8 @@ from benchlib import (
 from runtime_venv import runtime_python
 
 from jobset_controller.api import JobSet, default_jobset
+from jobset_controller.config import Configuration
 from jobset_controller.reconcile.desired_jobs import construct_job
-from jobset_controller.runtime.client import ClientSettings
 from jobset_controller.runtime.clock import RealClock
 from jobset_controller.runtime.ratelimit import client_throttle
 from jobset_controller_dev.envtest import ControlPlane
@@ -116,16 +116,18 @@ async def raw_creates(
     bodies = raw_job_bodies(namespace, count)
     path = JOBS.format(ns=namespace)
     watch = CountWatch(plane, path, count) if watched else None
-    if watch is not None:
-        await watch.start()
-    plane0, cpu0, started = control_plane_cpu(plane), time.process_time(), time.perf_counter()
-    codes = await raw.many("POST", ((path, body) for body in bodies), in_flight=50)
-    answered = time.perf_counter() - started
-    seen = None
-    if watch is not None:
-        seen = await watch.seen() - started
+    try:
+        if watch is not None:
+            await watch.start()
+        plane0, cpu0, started = control_plane_cpu(plane), time.process_time(), time.perf_counter()
+        codes = await raw.many("POST", ((path, body) for body in bodies), in_flight=50)
+        answered = time.perf_counter() - started
+        assert codes == {201: count}, codes
+        seen = None if watch is None else await watch.seen() - started
+    finally:
+        if watch is not None:
+            await watch.stop()
     run = RawRun(answered, seen, time.process_time() - cpu0, control_plane_cpu(plane) - plane0)
-    assert codes == {201: count}, codes
     await raw.delete_collection(path)
     return run
 
@@ -136,9 +138,13 @@ def rate_limit_floor(creates: int, controller_args: list[str]) -> float:
     `--kube-api-qps`/`--kube-api-burst` are 500/500, upstream's; so 1000 creates take >= 1 s
     whatever the API server could take), the flags read as the controller reads them. Other
     requests of the window are not counted."""
-    flags = dict(arg.removeprefix("--").split("=", 1) for arg in controller_args if "=" in arg)
-    qps = float(flags.get("kube-api-qps", ClientSettings.qps))
-    burst = int(flags.get("kube-api-burst", ClientSettings.burst))
+    given = [arg for arg in controller_args if arg.startswith("--kube-api-")]
+    if any("=" not in arg for arg in given):
+        raise SystemExit(f"--controller-args: write {given} as --flag=value")
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in given)
+    stock = Configuration().client_connection
+    qps = float(flags.get("kube-api-qps", stock.qps))
+    burst = int(flags.get("kube-api-burst", stock.burst))
     bucket = client_throttle(qps, burst, clock=RealClock())
     return 0.0 if bucket is None else max(creates - bucket.burst, 0) / bucket.qps
 
@@ -162,12 +168,12 @@ async def run_tree(
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     tag = f"{label}-r{round_}"
-    extra = args.extra_args.get(label, [])
+    flags = args.extra_args.get(label, [])
     scenarios = set(args.scenarios)
     if "start" in scenarios:
         starts, rss, cpu, after = [], [], [], []
         for _ in range(args.starts):
-            probe = Controller(label, src, plane, workdir, python=args.python, extra_args=extra)
+            probe = Controller(label, src, plane, workdir, python=args.python, extra_args=flags)
             starts.append(await probe.start())
             cpu.append(probe.cpu())
             rss.append(probe.rss())
@@ -180,7 +186,7 @@ async def run_tree(
         out["start_after_cpu_s"] = statistics.median(after)
 
     controller = Controller(
-        label, src, plane, workdir, profile=args.profile, python=args.python, extra_args=extra
+        label, src, plane, workdir, profile=args.profile, python=args.python, extra_args=flags
     )
     await controller.start()
     namespaces: list[str] = []
@@ -204,10 +210,16 @@ async def run_tree(
             req0, passes0 = await controller.requests(), await controller.passes()
             cpu0 = controller.cpu()  # after the scrapes: the bench's own reads are not the work
             watch = CountWatch(plane, JOBS.format(ns=ns), args.big)
-            await watch.start()
-            plane0, started = control_plane_cpu(plane), time.perf_counter()
-            await raw.request("POST", JOBSETS.format(ns=ns), jobset("big", args.big))
-            out["big_s"] = await watch.seen() - started
+            try:
+                await watch.start()
+                plane0, started = control_plane_cpu(plane), time.perf_counter()
+                status, body = await raw.request(
+                    "POST", JOBSETS.format(ns=ns), jobset("big", args.big)
+                )
+                assert status == 201, body
+                out["big_s"] = await watch.seen() - started
+            finally:
+                await watch.stop()
             out["big_plane_cpu_s"] = control_plane_cpu(plane) - plane0
             cpu1 = await controller.settle()
             req1 = await controller.requests()
@@ -218,11 +230,13 @@ async def run_tree(
             out["big_raw_s"] = statistics.mean(r.answered_s for r in bare)
             out["big_raw_cpu_s"] = statistics.mean(r.cpu_s for r in bare)
             out["big_raw_plane_cpu_s"] = statistics.mean(r.plane_cpu_s for r in bare)
-            out["big_raw_seen_s"] = statistics.mean(r.seen_s or 0.0 for r in watched)
+            seen = [r.seen_s for r in watched if r.seen_s is not None]
+            assert len(seen) == len(watched)
+            out["big_raw_seen_s"] = statistics.mean(seen)
             out["big_raw_seen_plane_cpu_s"] = statistics.mean(r.plane_cpu_s for r in watched)
             out["big_ratio"] = out["big_s"] / out["big_raw_seen_s"]
             out["big_ratio_bare"] = out["big_s"] / out["big_raw_s"]
-            out["big_limit_floor_s"] = rate_limit_floor(args.big, extra)
+            out["big_limit_floor_s"] = rate_limit_floor(args.big, flags)
             out["big_writes"] = writes(req0, req1)
             out["big_passes"] = await controller.passes() - passes0
 
@@ -432,9 +446,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.python = None if args.dev_venv else runtime_python()
-    args.extra_args = {
-        label: value.split() for label, _, value in (a.partition("=") for a in args.controller_args)
-    }
+    args.extra_args = {}
+    labels = {label for label, _ in parse_src(args.src)} if args.src else {"current"}
+    for label, _, value in (a.partition("=") for a in args.controller_args):
+        if label not in labels or label in args.extra_args:
+            parser.error(f"--controller-args {label}=...: no --src {label}, or given twice")
+        args.extra_args[label] = value.split()
     if not args.src:
         args.src = [f"current={Path(__file__).resolve().parents[2] / 'src'}"]
     asyncio.run(main_async(args))

@@ -235,7 +235,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         client_throttle(qps, burst, clock=RealClock())
     except ValueError as error:
-        where = "--kube-api-burst" if args.kube_api_burst is not None else "clientConnection.burst"
+        where = (
+            "--kube-api-burst"
+            if args.kube_api_burst is not None
+            else f"--config {args.config}: clientConnection.burst"
+        )
         print(f"jobset-controller: {where}: {error}", file=sys.stderr)
         return 2
     log_format: Literal["auto", "json", "console"] = args.zap_encoder or (

@@ -137,6 +137,7 @@ class CreateExpectations:
         if timer is not None:
             timer.cancel()
             await asyncio.gather(timer, return_exceptions=True)
+        self._timer = None  # a timer cancelled before its first step never ran its `finally`
 
     async def _expire_due(self) -> None:
         """Enqueue each key whose record is still awaited at its deadline; runs while any

@@ -248,6 +248,8 @@ class KubeClient:
     ) -> KubeClient:
         """A client for a server and credentials already loaded; must run in the event loop."""
         settings = settings or ClientSettings()
+        clock = clock or RealClock()
+        bucket = client_throttle(settings.qps, settings.burst, clock=clock)  # may refuse: first
         # 100 connections, as the official client's pool; the proxy looked up once, here.
         pool = ConnectionPool(
             Endpoint.for_url(access.server, access.ssl_context, env_proxy(access.server)),
@@ -255,14 +257,13 @@ class KubeClient:
             connect_timeout=_CONNECT_TIMEOUT,
             user_agent=settings.user_agent,
         )
-        clock = clock or RealClock()
         return cls(
             server=access.server,
             transport=pool,
             credentials=access.credentials,
             settings=settings,
             metrics=RestClientMetrics(registry),
-            bucket=client_throttle(settings.qps, settings.burst, clock=clock),
+            bucket=bucket,
             clock=clock,
             rng=rng,
         )

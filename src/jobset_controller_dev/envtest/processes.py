@@ -26,7 +26,7 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
+def parent_death_signal() -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(None, use_errno=True)
@@ -69,7 +69,7 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._env,
-                preexec_fn=_parent_death_signal(),
+                preexec_fn=parent_death_signal(),
             )
         finally:
             log.close()

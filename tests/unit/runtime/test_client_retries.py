@@ -131,7 +131,8 @@ async def test_a_server_error_without_retry_after_is_final_at_once(
 async def test_without_a_client_side_limit_no_request_waits(
     clock: FakeClock, draws: RandomSource
 ) -> None:
-    """A negative --kube-api-qps (client_throttle -> None): 5 requests past a burst of 1."""
+    """A negative --kube-api-qps (client_throttle -> None): three requests at once, none
+    waiting; a client with a bucket of burst 1 beside it still spaces its two."""
     session = ScriptedTransport(clock, [(200, {})] * 5)
     limited = client_for(session, clock, draws, bucket=TokenBucket(qps=1, burst=1, clock=clock))
     unlimited = KubeClient(

@@ -253,3 +253,15 @@ def test_a_negative_burst_with_a_qps_limit_is_one_line_and_exit_2(
         "jobset-controller: --kube-api-burst: a negative burst (-1) with a QPS limit (500)"
         " allows nothing\n"
     )
+
+
+def test_a_negative_burst_in_the_config_file_names_the_file_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("clientConnection:\n  burst: -1\n")
+    assert main(["run", f"--config={config}"]) == 2
+    assert capsys.readouterr().err == (
+        f"jobset-controller: --config {config}: clientConnection.burst: a negative burst (-1)"
+        " with a QPS limit (500) allows nothing\n"
+    )
