@@ -452,6 +452,7 @@ def main() -> None:
         if label not in labels or label in args.extra_args:
             parser.error(f"--controller-args {label}=...: no --src {label}, or given twice")
         args.extra_args[label] = value.split()
+        rate_limit_floor(args.big, args.extra_args[label])  # refuses what it cannot read, now
     if not args.src:
         args.src = [f"current={Path(__file__).resolve().parents[2] / 'src'}"]
     asyncio.run(main_async(args))
