@@ -46,8 +46,9 @@ from jobset_controller.runtime.clock import Clock, RealClock
 
 log = structlog.get_logger("expectations")
 
-# Long enough for 500 creates on a slow API server; short enough that a missed event costs a
-# JobSet at most a minute (a pass that then runs on a lagging cache is harmless: AlreadyExists).
+# Long enough for a pass's 1000 creates on a slow API server (>= 1 s at the stock client limit);
+# short enough that a missed event costs a JobSet at most a minute (a pass that then runs on a
+# lagging cache is harmless: AlreadyExists).
 EXPECTATION_TIMEOUT = 60.0
 
 

@@ -61,7 +61,7 @@ Our additions, where upstream has a reconcile error or no behaviour
   off emits a Warning event ``FeatureGateDisabled`` at once and writes no status; only the previous
   attempt's Jobs are still deleted (upstream: error, retry).
 * Jobs that are being deleted are neither deleted again nor patched.
-* Creates and deletes are bounded per pass (500 each); the rest follow in the next pass.
+* Creates and deletes are bounded per pass (1000 each); the rest follow in the next pass.
 
 Deliberately not handled: in-place restart (see above), the pod webhook's leader/follower
 placement (the controller writes equivalent affinity terms into the Job, see ``placement``),

@@ -42,8 +42,8 @@ from jobset_controller.api.naming import job_name, name_for_validation
 from jobset_controller.reconcile import Event, Snapshot, reconcile
 
 PLACEHOLDER_UID: Final = "00000000-0000-0000-0000-000000000000"
-# A JobSet needing more passes than this is cut short (and says so): 500 creates per pass make
-# this 100000 Jobs, beyond any JobSet the API server would hold.
+# A JobSet needing more passes than this is cut short (and says so): 1000 creates per pass make
+# this 200000 Jobs, beyond any JobSet the API server would hold.
 MAX_PASSES: Final = 200
 READY_ASSUMPTION: Final = "the Jobs created so far are running with all pods ready"
 

@@ -12,6 +12,7 @@ import yaml
 
 from jobset_controller.api import JobSet
 from jobset_controller.cli import main
+from jobset_controller.reconcile.job_creation import MAX_JOB_CREATES_PER_PASS
 from jobset_controller.tools.plan import PLACEHOLDER_UID, simulate
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -130,9 +131,12 @@ def test_passes_follow_reconcile(
 
 def test_creation_bound_spreads_a_huge_jobset_over_passes() -> None:
     simulation = simulate(
-        jobset(replicatedJobs=[{"name": "a", "replicas": 1201}]), namespace="n", now=NOW
+        jobset(replicatedJobs=[{"name": "a", "replicas": 2 * MAX_JOB_CREATES_PER_PASS + 201}]),
+        namespace="n",
+        now=NOW,
     )
-    assert [len(one.jobs) for one in simulation.passes] == [500, 500, 201]
+    bound = MAX_JOB_CREATES_PER_PASS
+    assert [len(one.jobs) for one in simulation.passes] == [bound, bound, 201]
     assert not simulation.not_created
 
 
