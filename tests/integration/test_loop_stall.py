@@ -14,11 +14,12 @@ hostile JobSets are in flight:
   RestartJob rule is patched in, which is how a user reaches the RestartJob path with the webhook
   deployed. Its namespace has a ResourceQuota of one Job (status written by the test, as no
   quota controller runs here), so exactly one Job is created and every other create is refused:
-  each pass still plans up to 500 Jobs and reads the per-index restart bookkeeping for them
-  (the code that used to build 20-million-long tuples per Job), and the failure of the one Job
-  goes through the RestartJob path (refused there with a RestartJobTooManyReplicas event, as the
-  per-index arrays are capped at 1024) — without creating thousands of Jobs in the API server.
-  Suspending instead would create 500 suspended Jobs per pass, flooding etcd.
+  each pass still plans up to 1000 Jobs (the bound per pass) and reads the per-index restart
+  bookkeeping for them (the code that used to build 20-million-long tuples per Job), and the
+  failure of the one Job goes through the RestartJob path (refused there with a
+  RestartJobTooManyReplicas event, as the per-index arrays are capped at 1024) — without
+  creating thousands of Jobs in the API server. Suspending instead would create 1000 suspended
+  Jobs per pass, flooding etcd.
 
 Meanwhile a normal JobSet is created and its Jobs completed; it must reach Completed within 20 s
 of its last Job finishing (a liveness bound, not a benchmark), and /healthz, polled every 0.2 s in

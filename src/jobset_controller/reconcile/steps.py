@@ -53,8 +53,9 @@ from jobset_controller.reconcile.ttl import ttl_outcome
 from jobset_controller.reconcile.view import JobSetView
 from jobset_controller.reconcile.volumes import pvc_manifests
 
-# Deletes per pass, bounded like creates (job_creation.MAX_JOB_CREATES_PER_PASS) and for the same
-# reason; each delete's watch event triggers the pass that continues.
+# Deletes per pass, bounded like creates (job_creation.MAX_JOB_CREATES_PER_PASS) so one pass's
+# writes stay bounded (the executor sends them 50 at a time); each delete's watch event
+# triggers the pass that continues.
 MAX_JOB_DELETES_PER_PASS: Final = 1000
 # Requeue insurance when a bound cut a pass short.
 CONTINUE_AFTER_SECONDS: Final = 1.0

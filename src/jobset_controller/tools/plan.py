@@ -1,7 +1,7 @@
 """What a JobSet will create, found by running the real ``reconcile`` on an empty cluster.
 
 Why simulate rather than build the manifests directly: the controller creates Jobs over several
-passes (dependsOn, the InOrder startup policy, the 500-creates-per-pass bound), and which Jobs
+passes (dependsOn, the InOrder startup policy, the bound on creates per pass), and which Jobs
 exist depends on what the earlier ones did. Building the manifests here would be a second copy
 of the controller's rules; calling ``reconcile`` pass after pass gives exactly its answer.
 

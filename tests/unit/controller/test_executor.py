@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from jobset_controller.controller.executor import ExecutionError, Executor, JobSetMetrics
+from jobset_controller.controller.executor import (
+    ExecutionError,
+    Executor,
+    JobSetMetrics,
+    _summary,
+)
 from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
 from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, Forbidden, NotFound
 from jobset_controller.runtime.events import ObjectRef
@@ -206,3 +211,11 @@ async def test_a_refused_service_or_claim_emits_its_warning_and_stops(
     with pytest.raises(ExecutionError):
         await executor.execute(JOBSET, plan)
     assert recorder.events == [("Warning", reason, "exceeded quota")]
+
+
+def test_a_failed_batch_raises_its_first_line_and_a_count_not_every_line() -> None:
+    lines = "\n".join(f'job "js-w-{i}" creation failed with error: quota' for i in range(1000))
+    assert _summary(lines, 1000, 1000) == (
+        '1000 of 1000 Job creates failed; the first: job "js-w-0" creation failed with error: quota'
+    )
+    assert _summary(lines.split("\n")[0], 1, 3) == 'job "js-w-0" creation failed with error: quota'

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 HUGE = 20_000_000
 GATE = FeatureGates(restart_job=True)
-# Far below one per-replica sequence (20M pointers = 160 MB) and above what 500 manifests need.
+# Far below one per-replica sequence (20M pointers = 160 MB) and above what one pass's bounded
+# manifests need (1000 of them).
 MEMORY_BUDGET = 32 * 1024 * 1024
 
 T = TypeVar("T")
