@@ -46,6 +46,26 @@ async def test_a_job_the_cache_holds_counts_as_seen() -> None:
     assert not waits.pending("ns/js", "u")
 
 
+async def test_the_cache_is_scanned_only_at_calls_without_new_events() -> None:
+    lookups: list[str] = []
+
+    def holds(namespace: str, name: str) -> bool:
+        lookups.append(name)
+        return False
+
+    enqueued: list[str] = []
+    waits = CreateExpectations(holds, enqueued.append, clock=FakeClock())
+    waits.expect("ns/js", "u", [f"js-w-{i}" for i in range(1000)])
+    assert waits.pending("ns/js", "u")
+    assert len(lookups) == 1000  # the first call scans
+    for i in range(10):
+        waits.observed("ns/js", f"js-w-{i}")
+        assert waits.pending("ns/js", "u")
+    assert len(lookups) == 1000  # events arrived before each call: no scan
+    assert waits.pending("ns/js", "u")
+    assert len(lookups) == 1990  # no event since the last call: the safety net scans again
+
+
 async def test_other_jobsets_events_do_not_count() -> None:
     waits, cache, _ = expectations(FakeClock())
     waits.expect("ns/js", "u", ["js-w-0"])
