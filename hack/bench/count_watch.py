@@ -2,8 +2,8 @@
 
 Prints `ready` once the list is done and the watch answered, then `seen <perf_counter>` the
 moment the collection holds `count` objects, and exits (1, with a traceback on stderr, if the
-watch fails first). Its own process, so the client being
-measured never gives it a turn of its event loop.
+watch fails first). Its own process, so the client being measured never gives it a turn of its
+event loop.
 
 Run: python count_watch.py SERVER CA CERT KEY PATH COUNT
 """

@@ -61,6 +61,7 @@ from benchlib import (
 from runtime_venv import runtime_python
 
 from jobset_controller.api import JobSet, default_jobset
+from jobset_controller.cli import build_parser
 from jobset_controller.config import Configuration
 from jobset_controller.reconcile.desired_jobs import construct_job
 from jobset_controller.runtime.clock import RealClock
@@ -138,13 +139,10 @@ def rate_limit_floor(creates: int, controller_args: list[str]) -> float:
     `--kube-api-qps`/`--kube-api-burst` are 500/500, upstream's; so 1000 creates take >= 1 s
     whatever the API server could take), the flags read as the controller reads them. Other
     requests of the window are not counted."""
-    given = [arg for arg in controller_args if arg.startswith("--kube-api-")]
-    if any("=" not in arg for arg in given):
-        raise SystemExit(f"--controller-args: write {given} as --flag=value")
-    flags = dict(arg.removeprefix("--").split("=", 1) for arg in given)
+    flags = build_parser().parse_args(["run", *controller_args])  # the controller's own reading
     stock = Configuration().client_connection
-    qps = float(flags.get("kube-api-qps", stock.qps))
-    burst = int(flags.get("kube-api-burst", stock.burst))
+    qps = stock.qps if flags.kube_api_qps is None else flags.kube_api_qps
+    burst = stock.burst if flags.kube_api_burst is None else flags.kube_api_burst
     bucket = client_throttle(qps, burst, clock=RealClock())
     return 0.0 if bucket is None else max(creates - bucket.burst, 0) / bucket.qps
 

@@ -64,14 +64,19 @@ class JobSetMetrics:
         )
 
 
-def _summary(lines: str, failed: int, sent: int) -> str:
-    """The error a failed batch of creates raises: its first line and a count, not every line.
+def _summary(lines: list[str], sent: int) -> str:
+    """The error a failed batch of creates raises (one line per failed Job given): its first
+    line and a count, not every line.
 
     The workers log it (with its traceback) at every retry; a quota refusing a whole pass of
     1000 creates would otherwise log ~200 KB each time. The event keeps every line (cut to the
     Event note's limit by the recorder)."""
-    first = lines.split("\n", 1)[0]
-    return first if failed == 1 else f"{failed} of {sent} Job creates failed; the first: {first}"
+    first = lines[0]
+    return (
+        first
+        if len(lines) == 1
+        else f"{len(lines)} of {sent} Job creates failed; the first: {first}"
+    )
 
 
 class ExecutionError(Exception):
@@ -232,9 +237,9 @@ class Executor:
         if failures:
             # One line per Job, in the Plan's order (upstream joins its errors with newlines).
             order = [job["metadata"]["name"] for job in jobs]
-            message = "\n".join(failures[name] for name in order if name in failures)
-            self._recorder.record(regarding, WARNING, JOB_CREATION_FAILED_EVENT, message)
-            raise ExecutionError(_summary(message, len(failures), len(jobs)))
+            lines = [failures[name] for name in order if name in failures]
+            self._recorder.record(regarding, WARNING, JOB_CREATION_FAILED_EVENT, "\n".join(lines))
+            raise ExecutionError(_summary(lines, len(jobs)))
 
     async def _create_other(
         self, regarding: ObjectRef, path: str, body: Mapping[str, Any], reason: str
