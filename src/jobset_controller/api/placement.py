@@ -36,6 +36,12 @@ LEADER_FOLLOWER: Final = "leader-follower"
 # The scheduling gate a follower waits behind (gate mode) until its leader is bound.
 PLACEMENT_GATE: Final = "jobset.sigs.k8s.io/exclusive-placement"
 COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+# The pod webhooks' names (upstream's, registered in manifests/webhook). Here and not in the
+# webhook package because the placement-mode probe (controller) recognises a refusal by the name
+# the API server quotes ('admission webhook "vpod.kb.io" denied the request'), and controller may
+# not import webhook; the webhook server logs its refusals under the same names.
+POD_MUTATING_WEBHOOK: Final = "mpod.kb.io"
+POD_VALIDATING_WEBHOOK: Final = "vpod.kb.io"
 _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 Pod = Mapping[str, Any]

@@ -40,6 +40,9 @@ from pathlib import Path
 import structlog
 
 from jobset_controller.runtime.certs import (
+    CA_FILE,
+    CERT_FILE,
+    KEY_FILE,
     Action,
     CertPolicy,
     Identity,
@@ -58,7 +61,7 @@ log = structlog.get_logger("certificates")
 _RETRY_INITIAL = 1.0
 _RETRY_MAX = 60.0
 # Written to disk for the server (and ca.crt for anyone checking it); the CA key stays out.
-_FILES = (("ca.crt", "ca_bundle", 0o644), ("tls.key", "key", 0o600), ("tls.crt", "cert", 0o644))
+_FILES = ((CA_FILE, "ca_bundle", 0o644), (KEY_FILE, "key", 0o600), (CERT_FILE, "cert", 0o644))
 
 
 def utc_now() -> datetime.datetime:

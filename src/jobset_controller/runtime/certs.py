@@ -28,6 +28,7 @@ import enum
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -37,7 +38,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 BACKDATE = datetime.timedelta(hours=1)
 _KEY_SIZE = 2048  # RSA 2048, what every API server version accepts
-SECRET_KEYS = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+# The names of the four blobs: keys of the Secret and, but for the CA key, files of a certificate
+# directory. One spelling for everything that writes, reads or points at them (the rotator, the
+# servers, the manager), because it is also controller-runtime's layout and what a mounted
+# cert-manager Secret holds: a name typed differently in one place would find no file.
+CA_FILE: Final = "ca.crt"
+CA_KEY_FILE: Final = "ca.key"
+CERT_FILE: Final = "tls.crt"
+KEY_FILE: Final = "tls.key"
+SECRET_KEYS: Final = (CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
 
 
 @dataclass(frozen=True)

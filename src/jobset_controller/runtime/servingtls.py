@@ -1,23 +1,27 @@
-"""TLS for the metrics endpoint: the protocol settings, and a self-signed certificate.
+"""TLS for our HTTPS servers (webhooks, metrics): the one place their protocol settings are made.
 
-Why a self-signed certificate at all: without cert-manager nothing issues a certificate for the
-metrics Service, yet the endpoint must still be HTTPS so the bearer tokens scrapers send are not
-readable on the wire. Like controller-runtime, the process then makes its own key and certificate
-at start, in memory, and scrapers skip verification (the shipped ServiceMonitor says
-`insecureSkipVerify: true`); with cert-manager the Secret's files are used and can be verified.
+Every server context of the process comes from `server_context`, so the Configuration's
+`tls.minVersion` and `tls.cipherSuites` reach every listener alike; a second builder is how a
+listener ends up ignoring them.
 
-- `self_signed_context()`: a fresh ECDSA P-256 key and a certificate for `localhost`,
-  127.0.0.1, ::1 and the host name, valid from an hour ago (clock skew) for a year. The key never
-  touches a disk: it is handed to OpenSSL through an anonymous in-memory file (`memfd_create`), or
-  a private temporary file removed at once where that call does not exist.
-- `server_context(min_version)`: the empty context every metrics handshake uses, also the one a
-  `tlsreload.ReloadingTLS` fills from `tls.crt`/`tls.key` of a certificate directory
-  (controller-runtime's layout, what a mounted cert-manager Secret holds) when one is configured.
-
-Contexts accept TLS 1.2 or later (1.3 with `min_version="VersionTLS13"`, the config file's
-`tls.minVersion`), offer the TLS 1.2 cipher suites of `tls.cipherSuites` when given (the webhook
-server's contexts too), and offer only HTTP/1.1 by ALPN: controller-runtime turns HTTP/2 off on its
-servers (the 2023 rapid-reset attacks), and aiohttp does not speak it anyway.
+- `server_context(min_version, cipher_suites)`: the empty context every handshake uses. It
+  accepts TLS 1.2 or later (1.3 only with `min_version="VersionTLS13"`), offers the configured
+  TLS 1.2 cipher suites when given, and offers only `http/1.1` by ALPN. Why HTTP/1.1 only:
+  controller-runtime turns HTTP/2 off on its servers (the 2023 rapid-reset attacks), and our
+  servers (`runtime.http1server`) speak HTTP/1.1 alone, so announcing h2 would promise a
+  protocol nobody here answers. A `tlsreload.ReloadingTLS` fills contexts made by it from the
+  certificate directory's `tls.crt`/`tls.key` (`certs.CERT_FILE`/`certs.KEY_FILE`).
+- `pair_context(cert_dir, ...)`: the same context serving the pair in `cert_dir` as it is now,
+  never reloaded (tests and local servers with a fixed certificate).
+- `self_signed_context(...)`: the metrics endpoint's fallback. Without cert-manager nothing issues
+  a certificate for the metrics Service, yet the endpoint must still be HTTPS so the bearer tokens
+  scrapers send are not readable on the wire. Like controller-runtime, the process then makes its
+  own key and certificate at start, in memory, and scrapers skip verification (the shipped
+  ServiceMonitor says `insecureSkipVerify: true`); with cert-manager the Secret's files are used
+  and can be verified. The certificate is a fresh ECDSA P-256 key for `localhost`, 127.0.0.1, ::1
+  and the host name, valid from an hour ago (clock skew) for a year. The key never touches a
+  disk: it is handed to OpenSSL through an anonymous in-memory file (`memfd_create`), or a
+  private temporary file removed at once where that call does not exist.
 """
 
 from __future__ import annotations
@@ -37,10 +41,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.ciphers import openssl_cipher_list
 
-CERT_FILE = "tls.crt"
-KEY_FILE = "tls.key"
 _VALIDITY = datetime.timedelta(days=365)
 _SKEW = datetime.timedelta(hours=1)
 
@@ -48,7 +51,7 @@ _SKEW = datetime.timedelta(hours=1)
 def server_context(min_version: str = "", cipher_suites: Sequence[str] = ()) -> ssl.SSLContext:
     """An empty server context with our protocol choices (TLS >= 1.2, HTTP/1.1 only) and the
     configured TLS 1.2 cipher suites (Go names, `runtime.ciphers`; validated with the
-    Configuration, so a bad name never gets here)."""
+    Configuration, so a bad name never gets here: ValueError if one does)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = (
         ssl.TLSVersion.TLSv1_3 if min_version == "VersionTLS13" else ssl.TLSVersion.TLSv1_2
@@ -63,6 +66,16 @@ def server_context(min_version: str = "", cipher_suites: Sequence[str] = ()) -> 
 def has_chain(cert_dir: Path) -> bool:
     """Both `tls.crt` and `tls.key` are present in `cert_dir`."""
     return (cert_dir / CERT_FILE).is_file() and (cert_dir / KEY_FILE).is_file()
+
+
+def pair_context(
+    cert_dir: Path, min_version: str = "", cipher_suites: Sequence[str] = ()
+) -> ssl.SSLContext:
+    """`server_context` serving `cert_dir`'s `tls.crt`/`tls.key` as they are now (never
+    reloaded: a rotated pair needs `tlsreload.ReloadingTLS`)."""
+    context = server_context(min_version, cipher_suites)
+    context.load_cert_chain(str(cert_dir / CERT_FILE), str(cert_dir / KEY_FILE))
+    return context
 
 
 def self_signed_pem(hostname: str | None = None) -> tuple[bytes, bytes]:

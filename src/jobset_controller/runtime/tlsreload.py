@@ -28,28 +28,23 @@ from pathlib import Path
 
 import structlog
 
-from jobset_controller.runtime.certs import not_after
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE, not_after
 from jobset_controller.runtime.clock import Clock, RealClock
+from jobset_controller.runtime.servingtls import server_context
 
 log = structlog.get_logger("tls")
 
 _ATTEMPTS = 3
 
 
-def default_server_context() -> ssl.SSLContext:
-    """TLS 1.2 or later, HTTP/1.1 only by ALPN (controller-runtime turns HTTP/2 off on its
-    servers; aiohttp does not speak it)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
 class ReloadingTLS:
     """The certificate pair at `cert_file`/`key_file`, reloaded when their contents change.
 
     `make_context` builds each empty context (protocol versions, ALPN, ciphers): the one servers
-    hold and every one a reload fills, so all handshakes follow the same settings.
+    hold and every one a reload fills, so all handshakes follow the same settings. It is
+    `servingtls.server_context` with the Configuration's `tls` settings bound; the default (no
+    settings: TLS >= 1.2, OpenSSL's cipher suites) suits tests and callers without a Configuration,
+    and is still that builder, so no second set of protocol choices exists.
     """
 
     def __init__(
@@ -57,7 +52,7 @@ class ReloadingTLS:
         cert_file: Path,
         key_file: Path,
         *,
-        make_context: Callable[[], ssl.SSLContext] = default_server_context,
+        make_context: Callable[[], ssl.SSLContext] = server_context,
         interval: float = 10.0,
         clock: Clock | None = None,
     ) -> None:
@@ -72,6 +67,26 @@ class ReloadingTLS:
         self.reloads = 0  # how many times a new pair was put in service
         self.context = make_context()
         self.context.sni_callback = self._select
+
+    @classmethod
+    def in_dir(
+        cls,
+        cert_dir: Path,
+        *,
+        make_context: Callable[[], ssl.SSLContext] = server_context,
+        interval: float = 10.0,
+        clock: Clock | None = None,
+    ) -> ReloadingTLS:
+        """The pair of a certificate directory (`certs.CERT_FILE`, `certs.KEY_FILE`: what the
+        rotator writes and a mounted cert-manager Secret holds), so callers need not spell the
+        file names."""
+        return cls(
+            cert_dir / CERT_FILE,
+            cert_dir / KEY_FILE,
+            make_context=make_context,
+            interval=interval,
+            clock=clock,
+        )
 
     @property
     def loaded(self) -> bool:

@@ -27,6 +27,8 @@ import orjson
 from pydantic import ValidationError
 
 from jobset_controller.api import (
+    GROUP,
+    KIND,
     FeatureGates,
     FieldError,
     JobSet,
@@ -34,8 +36,8 @@ from jobset_controller.api import (
     validate_create,
     validate_update,
 )
+from jobset_controller.webhook.review import Review, request_of, response
 
-Review = Mapping[str, Any]
 PvcLookup = Callable[[JobSet], Mapping[str, Mapping[str, Any]]]
 
 _CAUSE_REASON = {
@@ -49,17 +51,8 @@ _CAUSE_REASON = {
 }
 
 
-def _response(review: Review, **fields: Any) -> dict[str, Any]:
-    request = review.get("request") or {}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {"uid": request.get("uid", ""), **fields},
-    }
-
-
 def _denied(review: Review, code: int, message: str, **status: Any) -> dict[str, Any]:
-    return _response(
+    return response(
         review,
         allowed=False,
         status={"status": "Failure", "code": code, "message": message, **status},
@@ -73,11 +66,11 @@ def invalid_status(name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
     return {
         "code": 422,
         "reason": "Invalid",
-        "message": f'JobSet.jobset.x-k8s.io "{name}" is invalid: {joined}',
+        "message": f'{KIND}.{GROUP} "{name}" is invalid: {joined}',
         "details": {
             "name": name,
-            "group": "jobset.x-k8s.io",
-            "kind": "JobSet",
+            "group": GROUP,
+            "kind": KIND,
             "causes": [
                 {
                     "reason": _CAUSE_REASON.get(error.type, "FieldValueInvalid"),
@@ -91,7 +84,7 @@ def invalid_status(name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
 
 
 def _jobset(obj: Any) -> JobSet:
-    if not isinstance(obj, Mapping) or obj.get("kind") != "JobSet":
+    if not isinstance(obj, Mapping) or obj.get("kind") != KIND:
         raise ValueError("expected a JobSet object")
     return JobSet.model_validate(obj)
 
@@ -102,19 +95,19 @@ def mutate(review: Review) -> dict[str, Any]:
     What cannot be read or defaulted is let through as it came (module docstring): the schema
     check that follows rejects it with the API server's own message.
     """
-    request = review.get("request") or {}
+    request = request_of(review)
     if request.get("operation") != "CREATE":
-        return _response(review, allowed=True)
+        return response(review, allowed=True)
     try:
         js = _jobset(request.get("object"))
         before = js.to_dict().get("spec")
         after = default_jobset(js).to_dict().get("spec")
     except (ValueError, TypeError, RecursionError):  # pydantic's ValidationError is a ValueError
-        return _response(review, allowed=True)
+        return response(review, allowed=True)
     if after == before:
-        return _response(review, allowed=True)
+        return response(review, allowed=True)
     patch = [{"op": "add", "path": "/spec", "value": after}]
-    return _response(
+    return response(
         review,
         allowed=True,
         patchType="JSONPatch",
@@ -126,7 +119,7 @@ def validate(
     review: Review, *, features: FeatureGates, existing_pvcs: PvcLookup | None = None
 ) -> dict[str, Any]:
     """Validate a JobSet on CREATE or UPDATE; other operations are allowed."""
-    request = review.get("request") or {}
+    request = request_of(review)
     operation = request.get("operation")
     try:
         if operation == "CREATE":
@@ -138,11 +131,11 @@ def validate(
             old = _jobset(request.get("oldObject"))
             errors = validate_update(old, js, features=features)
         else:
-            return _response(review, allowed=True)
+            return response(review, allowed=True)
     except (ValueError, ValidationError) as error:
         return _denied(review, 400, f"cannot read the JobSet: {error}")
     if not errors:
-        return _response(review, allowed=True)
+        return response(review, allowed=True)
     name = js.metadata.name or js.metadata.generate_name or ""
     status = invalid_status(name, errors)
     return _denied(

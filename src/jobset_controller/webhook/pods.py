@@ -54,6 +54,7 @@ from jobset_controller.api.placement import (
     uses_node_selector_strategy,
     with_terms,
 )
+from jobset_controller.webhook.review import request_of, response
 
 MUTATE_POD_PATH = "/mutate--v1-pod"
 VALIDATE_POD_PATH = "/validate--v1-pod"
@@ -195,23 +196,14 @@ def decide_validation(pod: Pod, namespace: str, lookups: Lookups, mode: Follower
 
 
 # ---------------------------------------------------------------------------- AdmissionReview
-def _response(review: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
-    request = review.get("request") or {}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {"uid": request.get("uid", ""), **fields},
-    }
-
-
 def _denied(review: Mapping[str, Any], message: str) -> dict[str, Any]:
     """controller-runtime's `Denied`: 403 Forbidden with the decision's message."""
     status = {"status": "Failure", "code": 403, "reason": "Forbidden", "message": message}
-    return _response(review, allowed=False, status=status)
+    return response(review, allowed=False, status=status)
 
 
 def _pod_of(review: Mapping[str, Any]) -> tuple[Pod | None, str]:
-    request = review.get("request") or {}
+    request = request_of(review)
     obj = request.get("object")
     if request.get("operation") != "CREATE" or not isinstance(obj, Mapping):
         return None, ""
@@ -222,17 +214,17 @@ def _pod_of(review: Mapping[str, Any]) -> tuple[Pod | None, str]:
 def mutate_pod(review: Mapping[str, Any], lookups: Lookups, mode: FollowerMode) -> dict[str, Any]:
     pod, namespace = _pod_of(review)
     if pod is None:
-        return _response(review, allowed=True)
+        return response(review, allowed=True)
     decision = decide_mutation(pod, namespace, lookups, mode)
     if decision.error is not None:
         return _denied(review, decision.error)
     extra: dict[str, Any] = {"warnings": [decision.warning]} if decision.warning else {}
     if decision.pod is None:
-        return _response(review, allowed=True, **extra)
+        return response(review, allowed=True, **extra)
     patch = _patch(pod, decision.pod)
     if not patch:
-        return _response(review, allowed=True, **extra)
-    return _response(
+        return response(review, allowed=True, **extra)
+    return response(
         review,
         allowed=True,
         patchType="JSONPatch",
@@ -244,11 +236,11 @@ def mutate_pod(review: Mapping[str, Any], lookups: Lookups, mode: FollowerMode) 
 def validate_pod(review: Mapping[str, Any], lookups: Lookups, mode: FollowerMode) -> dict[str, Any]:
     pod, namespace = _pod_of(review)
     if pod is None:
-        return _response(review, allowed=True)
+        return response(review, allowed=True)
     refusal = decide_validation(pod, namespace, lookups, mode)
     if refusal is not None:
         return _denied(review, refusal)
-    return _response(review, allowed=True)
+    return response(review, allowed=True)
 
 
 def _patch(before: Pod, after: Pod) -> list[dict[str, Any]]:

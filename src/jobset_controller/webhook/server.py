@@ -1,15 +1,19 @@
 """The webhook HTTPS server (upstream's paths, port 9443 by default).
 
-TLS: the manager passes an `ssl_context` that follows `<certDir>/tls.crt` and `tls.key` as they
-are rotated (runtime.tlsreload: new handshakes get the new certificate, open connections and
-in-flight requests are untouched); this package may not import runtime (save the generic HTTP
-server this module serves with, runtime/http1server.py), so it only holds the context.
-`cert_dir` instead loads the pair once (tests with a fixed certificate).
+TLS: the caller passes the `ssl_context` to serve with. This package may not import runtime (save
+the generic HTTP server this module serves with, runtime/http1server.py), so it neither builds nor
+loads contexts: the protocol settings (`tls.minVersion`, `tls.cipherSuites`, HTTP/1.1 by ALPN)
+have one owner, runtime/servingtls.py, and the manager hands over a context made there that
+follows `<certDir>/tls.crt` and `tls.key` as they are rotated (runtime/tlsreload.py: new
+handshakes get the new certificate, open connections and in-flight requests are untouched). A
+fixed pair (tests) is `servingtls.pair_context(cert_dir)`.
 
 The one piece of I/O validation needs, looking up PersistentVolumeClaims that a JobSet's
 volumeClaimPolicies would create, goes through a lookup function the manager injects; everything
-else is the pure `admission` module. Bodies are read with a size limit (8 MiB); a malformed request
-gets a 400, never a crash.
+else is the pure `admission` and `pods` modules. Bodies are read with a size limit (8 MiB). A
+malformed request (not JSON, or not the shape of an AdmissionReview: `review.malformed` says
+which) gets a 400 naming the problem, never a crash (500); a pod the placement decisions still
+cannot read is a 400 too.
 
 Every request to a webhook path is measured under controller-runtime's metric names, so its
 dashboards work unchanged: `controller_runtime_webhook_requests_total{webhook, code}` (the path
@@ -23,7 +27,6 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from jobset_controller import api
 from jobset_controller.api import FeatureGates
 from jobset_controller.api.naming import pvc_name
+from jobset_controller.api.placement import POD_MUTATING_WEBHOOK, POD_VALIDATING_WEBHOOK
 from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request
 from jobset_controller.webhook.pods import (
     MUTATE_POD_PATH,
@@ -42,6 +46,7 @@ from jobset_controller.webhook.pods import (
     mutate_pod,
     validate_pod,
 )
+from jobset_controller.webhook.review import Review, malformed, request_of
 
 log = structlog.get_logger("webhook")
 
@@ -52,6 +57,8 @@ _MAX_BODY = 8 * 1024 * 1024
 # (namespace, name) -> the PersistentVolumeClaim, or None if it does not exist. Injected by the
 # manager, so this package needs no API client of its own (only runtime/ talks to the API).
 ClaimLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+# `pods.mutate_pod` or `pods.validate_pod`.
+_PodDecision = Callable[[Review, Lookups, FollowerMode], dict[str, Any]]
 
 
 # Go client_golang's default buckets, which controller-runtime's webhook latency histogram uses.
@@ -106,37 +113,26 @@ class WebhookMetrics:
         return measure
 
 
-def tls_context(cert_dir: Path) -> ssl.SSLContext:
-    """A context serving the pair in `cert_dir` as it is now (never reloaded)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(str(cert_dir / "tls.crt"), str(cert_dir / "tls.key"))
-    return context
-
-
 class WebhookServer:
     def __init__(
         self,
         *,
         lookup_claim: ClaimLookup | None,
         features: FeatureGates,
-        cert_dir: Path | None = None,
-        ssl_context: ssl.SSLContext | None = None,
+        ssl_context: ssl.SSLContext,
         host: str = "",
         port: int = 9443,
         registry: CollectorRegistry | None = None,
         pod_lookups: Lookups | None = None,
         follower_mode: FollowerMode = FollowerMode.REJECT,
     ) -> None:
-        """`pod_lookups` (the controller's pod and node caches) turn on the pod webhooks;
+        """`ssl_context` is served as given (made by runtime/servingtls.py: module docstring);
+        `pod_lookups` (the controller's pod and node caches) turn on the pod webhooks;
         `follower_mode` is what they do with a follower whose leader is not bound yet."""
         self._lookup_claim = lookup_claim
         self._pod_lookups = pod_lookups
         self._follower_mode = follower_mode
         self._features = features
-        if (cert_dir is None) == (ssl_context is None):
-            raise ValueError("give exactly one of cert_dir and ssl_context")
-        self._cert_dir = cert_dir
         self._ssl_context = ssl_context
         self._host = host or None
         self._port = port
@@ -152,11 +148,7 @@ class WebhookServer:
         self._routes = {path: {"POST": handler} for path, handler in handlers.items()}
 
     async def start(self) -> None:
-        context = self._ssl_context
-        if context is None:
-            assert self._cert_dir is not None
-            context = tls_context(self._cert_dir)
-        server = HttpServer(self._routes, name="webhook", tls=context, max_body=_MAX_BODY)
+        server = HttpServer(self._routes, name="webhook", tls=self._ssl_context, max_body=_MAX_BODY)
         await server.start(self._host, self._port)
         self._http, self.port = server, server.port
         log.info("serving admission webhooks", port=self.port)
@@ -172,12 +164,17 @@ class WebhookServer:
             await server.stop()
 
     @staticmethod
-    def _review(request: Request) -> dict[str, Any] | None:
+    def _review(request: Request) -> Review | Reply:
+        """The request's AdmissionReview, or the 400 that says why it is none."""
         try:
             body = orjson.loads(request.body)
         except orjson.JSONDecodeError:
-            return None
-        return body if isinstance(body, dict) else None
+            return Reply.text("expected an AdmissionReview: the body is not JSON", 400)
+        problem = malformed(body)
+        if problem is not None:
+            return Reply.text(problem, 400)
+        review: Review = body
+        return review
 
     @staticmethod
     def _reply(answer: dict[str, Any]) -> Reply:
@@ -190,45 +187,49 @@ class WebhookServer:
         from jobset_controller.webhook.admission import mutate
 
         review = self._review(request)
-        if review is None:
-            return Reply.text("expected an AdmissionReview", 400)
+        if isinstance(review, Reply):
+            return review
         return self._reply(mutate(review))
 
     async def _validate(self, request: Request) -> Reply:
         from jobset_controller.webhook.admission import validate
 
         review = self._review(request)
-        if review is None:
-            return Reply.text("expected an AdmissionReview", 400)
-        inner = review.get("request") or {}
-        existing = await self._existing_pvcs(inner.get("namespace", ""), inner.get("object"))
+        if isinstance(review, Reply):
+            return review
+        inner = request_of(review)
+        existing = await self._existing_pvcs(inner.get("namespace") or "", inner.get("object"))
         return self._reply(
             validate(review, features=self._features, existing_pvcs=lambda js: existing)
         )
 
     async def _mutate_pod(self, request: Request) -> Reply:
-        review = self._review(request)
-        if review is None or self._pod_lookups is None:
-            return Reply.text("expected an AdmissionReview", 400)
-        answer = mutate_pod(review, self._pod_lookups, self._follower_mode)
-        self._log_refusal(review, answer, "mpod.kb.io")
-        return self._reply(answer)
+        return self._pod_answer(request, mutate_pod, POD_MUTATING_WEBHOOK)
 
     async def _validate_pod(self, request: Request) -> Reply:
+        return self._pod_answer(request, validate_pod, POD_VALIDATING_WEBHOOK)
+
+    def _pod_answer(self, request: Request, decide: _PodDecision, webhook: str) -> Reply:
         review = self._review(request)
-        if review is None or self._pod_lookups is None:
-            return Reply.text("expected an AdmissionReview", 400)
-        answer = validate_pod(review, self._pod_lookups, self._follower_mode)
-        self._log_refusal(review, answer, "vpod.kb.io")
+        if isinstance(review, Reply):
+            return review
+        assert self._pod_lookups is not None  # the pod routes exist only with lookups
+        try:
+            answer = decide(review, self._pod_lookups, self._follower_mode)
+        except (AttributeError, TypeError, ValueError) as error:
+            # A pod whose deeper fields have the wrong JSON types (the API server never sends
+            # one): the decisions read it as typed, so this is the client's error, not ours.
+            return Reply.text(f"cannot read the pod: {error}", 400)
+        self._log_refusal(review, answer, webhook)
         return self._reply(answer)
 
     @staticmethod
-    def _log_refusal(review: dict[str, Any], answer: dict[str, Any], webhook: str) -> None:
+    def _log_refusal(review: Review, answer: dict[str, Any], webhook: str) -> None:
         """A refused or warned pod is logged (the Job controller's event shows it too)."""
         response = answer.get("response") or {}
         if response.get("allowed") and not response.get("warnings"):
             return
-        request = review.get("request") or {}
+        request = request_of(review)
         obj = request.get("object") or {}
         log.info(
             "pod admission",

@@ -13,7 +13,15 @@ import pytest
 from cryptography import x509
 
 from jobset_controller.runtime.certrotator import write_files
-from jobset_controller.runtime.certs import Action, CertPolicy, Identity, Material, renew
+from jobset_controller.runtime.certs import (
+    CERT_FILE,
+    KEY_FILE,
+    Action,
+    CertPolicy,
+    Identity,
+    Material,
+    renew,
+)
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.tlsreload import ReloadingTLS
 
@@ -52,7 +60,7 @@ class Server:
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Server, Material]]:
     first = _material()
     write_files(tmp_path, first)
-    tls = ReloadingTLS(tmp_path / "tls.crt", tmp_path / "tls.key", clock=FakeClock())
+    tls = ReloadingTLS.in_dir(tmp_path, clock=FakeClock())  # the rotator's files, by its names
     assert tls.reload()
     server = Server(tls, first.ca_bundle)
     listener = await asyncio.start_server(_echo, "127.0.0.1", 0, ssl=tls.context)
@@ -93,13 +101,13 @@ async def test_a_mismatched_pair_is_ignored_and_the_previous_one_served(
 ) -> None:
     server, first = served
     second = _material(first)
-    (tmp_path / "tls.crt").write_bytes(second.cert)  # the key is still the first one's
+    (tmp_path / CERT_FILE).write_bytes(second.cert)  # the key is still the first one's
     assert server.tls.reload()  # still serving
     assert server.tls.reloads == 1
     _, writer, serial = await server.connect()
     assert serial == _serial(first.cert)
     writer.close()
-    (tmp_path / "tls.key").write_bytes(second.key)  # the pair is whole again
+    (tmp_path / KEY_FILE).write_bytes(second.key)  # the pair is whole again
     server.tls.reload()
     _, writer, serial = await server.connect()
     assert serial == _serial(second.cert)
@@ -108,7 +116,7 @@ async def test_a_mismatched_pair_is_ignored_and_the_previous_one_served(
 
 async def test_polling_picks_up_a_change_on_the_fake_clock(tmp_path: Path) -> None:
     clock = FakeClock()
-    tls = ReloadingTLS(tmp_path / "tls.crt", tmp_path / "tls.key", interval=10.0, clock=clock)
+    tls = ReloadingTLS(tmp_path / CERT_FILE, tmp_path / KEY_FILE, interval=10.0, clock=clock)
     polling = asyncio.create_task(tls.run())
     try:
         await clock.advance(0)

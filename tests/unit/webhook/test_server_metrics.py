@@ -8,7 +8,8 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.api import FeatureGates
-from jobset_controller.runtime.servingtls import self_signed_pem
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
+from jobset_controller.runtime.servingtls import pair_context, self_signed_pem
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
 
 
@@ -20,13 +21,13 @@ async def test_requests_latency_and_in_flight_are_labelled_by_webhook_path_and_c
     tmp_path: Path,
 ) -> None:
     cert, key = self_signed_pem()
-    (tmp_path / "tls.crt").write_bytes(cert)
-    (tmp_path / "tls.key").write_bytes(key)
+    (tmp_path / CERT_FILE).write_bytes(cert)
+    (tmp_path / KEY_FILE).write_bytes(key)
     registry = CollectorRegistry()
     server = WebhookServer(
         lookup_claim=None,
         features=FeatureGates(),
-        cert_dir=tmp_path,
+        ssl_context=pair_context(tmp_path),
         host="127.0.0.1",
         port=0,
         registry=registry,
