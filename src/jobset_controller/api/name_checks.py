@@ -54,8 +54,12 @@ def _matches(fmt: str, value: str) -> bool:
 
 
 def byte_length(value: str) -> int:
-    """Length as Go's ``len`` counts it (UTF-8 bytes), which is what every limit here means."""
-    return len(value.encode())
+    """Length as Go's ``len`` counts it (UTF-8 bytes), which is what every limit here means.
+
+    A lone surrogate (which no JSON reader of the API server lets through: Go's writes U+FFFD, also
+    three bytes) counts three bytes instead of raising: a check must answer, never trace.
+    """
+    return len(value.encode("utf-8", "surrogatepass"))
 
 
 def is_dns1035_label(value: str) -> list[str]:

@@ -102,14 +102,26 @@ def run_plan(args: argparse.Namespace, gates: FeatureGates, out: TextIO | None =
 
 def run_status(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Resolve the target as kubectl would, then print (or keep refreshing) the tree."""
+    from jobset_controller.tools.documents import is_utf8, one_line
+
     out = out or sys.stdout
     if args.interval <= 0:
         print("jobset-controller: --interval: must be positive", file=sys.stderr)
         return 2
+    for what, value in (
+        ("name", args.name),
+        ("--namespace", args.namespace),
+        ("--context", args.context),
+        ("--kubeconfig", args.kubeconfig),
+    ):
+        # A lone surrogate (bytes of argv that are not UTF-8) cannot be sent, printed or opened.
+        if value is not None and not is_utf8(value):
+            print(f"jobset-controller: {what}: not valid UTF-8 text", file=sys.stderr)
+            return 2
     try:
         target = load(args.kubeconfig, os.environ, context=args.context, namespace=args.namespace)
     except KubeconfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(one_line(f"error: {error}"), file=sys.stderr)
         return 2
     try:
         return asyncio.run(_status(target, args, out))
@@ -119,6 +131,7 @@ def run_status(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 async def _status(target: Target, args: argparse.Namespace, out: TextIO) -> int:
     from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
+    from jobset_controller.tools.documents import one_line
     from jobset_controller.tools.status_reader import read_states
     from jobset_controller.tools.status_tree import render
 
@@ -129,17 +142,19 @@ async def _status(target: Target, args: argparse.Namespace, out: TextIO) -> int:
                 states = await read_states(client, target.namespace, args.name)
             except NotFound:
                 print(
-                    f'Error from server (NotFound): jobsets "{args.name}" not found in '
-                    f"namespace {target.namespace}",
+                    one_line(
+                        f'Error from server (NotFound): jobsets "{args.name}" not found in '
+                        f"namespace {target.namespace}"
+                    ),
                     file=sys.stderr,
                 )
                 return 1
             except ApiError as error:
-                print(f"Error from server: {error}", file=sys.stderr)
+                print(one_line(f"Error from server: {error}"), file=sys.stderr)
                 return 1
             text = "\n".join(render(state, last_events=args.events) for state in states)
             if not states:
-                text = f"No JobSets found in namespace {target.namespace}.\n"
+                text = one_line(f"No JobSets found in namespace {target.namespace}.") + "\n"
             if not args.watch:
                 out.write(text)
                 return 0

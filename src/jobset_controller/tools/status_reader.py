@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
+from urllib.parse import quote
 
 from jobset_controller.api import JOBSET_NAME_KEY
 from jobset_controller.controller.resources import JOBS, JOBSETS
@@ -31,8 +32,11 @@ async def read_states(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[JobSetState]:
     """Every JobSet of ``namespace`` (or the one named) with its children; NotFound propagates."""
+    # Path segments escaped as kubectl does: a name or namespace from the command line may hold
+    # any text ("/", "?", a space, a line break), and must stay one segment of one request line.
+    namespace = quote(namespace, safe="")
     if name:
-        jobsets = [await client.get(JOBSETS.path(namespace, name))]
+        jobsets = [await client.get(JOBSETS.path(namespace, quote(name, safe="")))]
     else:
         jobsets = _items(await client.get(JOBSETS.path(namespace)))
     selector = f"{JOBSET_NAME_KEY}={name}" if name else JOBSET_NAME_KEY
