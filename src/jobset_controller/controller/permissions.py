@@ -7,9 +7,12 @@ the controller as a ServiceAccount bound only to the shipped roles, reads the AP
 log, and fails on any grant nothing used (and on any request that was refused). A new API call is
 added here together with the feature that makes it, and with a line saying why.
 
-Upstream's role grants 57 verbs; most were never used by this controller (pods, nodes, services
-update/delete, core events, JobSet create/update). The placement feature brings its own grants
-when it lands.
+Upstream's role grants 57 verbs; this one grants only the verbs the code below makes, so several
+of upstream's are absent (services update/delete, core-group events, JobSet create/update among
+them). Pods and nodes are granted for exclusive placement: the pod controller's trimmed pod and
+node caches, which the pod webhooks read too, the release patch, the repair (a status patch and
+a delete) and the placement-mode probe's dry-run creates (controller.pods,
+controller.placement_mode); only the verbs those make.
 
 ``resource_names`` narrows a grant to named objects where the verbs allow it (get, list, watch,
 update, patch, delete; list and watch only with a ``metadata.name`` field selector, which is how

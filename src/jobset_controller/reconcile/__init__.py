@@ -63,9 +63,14 @@ Our additions, where upstream has a reconcile error or no behaviour
 * Jobs that are being deleted are neither deleted again nor patched.
 * Creates and deletes are bounded per pass (1000 each); the rest follow in the next pass.
 
-Deliberately not handled: in-place restart (see above), the pod webhook's leader/follower
-placement (the controller writes equivalent affinity terms into the Job, see ``placement``),
-KEP-1150 mutable resources and KEP-1282 execution attempts (not implemented upstream either).
+Exclusive placement by leader and followers, as upstream's pod webhooks do it, is handled: when
+the pod webhooks are known to be active (``Snapshot.pod_webhooks``) a new Job is labelled for
+them and gets no affinity (``placement``, ``desired_jobs``); the webhooks (webhook/pods.py) and
+the pod controller (controller/pods.py, deciding with ``pod_placement``) place its pods. When they
+are not known to be active, the Job carries the affinity terms in its template instead.
+
+Deliberately not handled: in-place restart (see above), KEP-1150 mutable resources and KEP-1282
+execution attempts (not implemented upstream either).
 """
 
 from typing import TYPE_CHECKING, Any

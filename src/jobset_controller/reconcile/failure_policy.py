@@ -83,9 +83,13 @@ class RuleMatch:
 
 @dataclass(frozen=True)
 class Blocked:
-    """The action cannot be carried out; the pass emits this Warning event and writes nothing.
+    """The action cannot be carried out: the pass emits this Warning event at once, writes no
+    status and creates nothing (the previous attempt's Jobs are still deleted, ``steps``).
 
-    Upstream returns a reconcile error here and retries with backoff.
+    Upstream returns a reconcile error here and retries with backoff; here the pass ends
+    normally, since retrying cannot help: the next pass comes with the fix (a Job relabelled or
+    deleted arrives through the Job watch; a gate is turned on by restarting the controller,
+    whose start reconciles every JobSet).
     """
 
     reason: str

@@ -7,8 +7,8 @@ with invalid names or labels, so such a JobSet fails instead: ``Failed=True`` wi
 condition message limit. It is checked with admission's own CREATE rules on the JobSet as defaulted
 in memory, except the feature-gate checks, which were admission's business when the JobSet was
 created: turning a gate off later must not fail running JobSets (a gated failure action that
-fires with its gate off is a reconcile error instead, see ``failure_policy``). The existing-PVC
-checks need the cluster and are skipped.
+fires with its gate off gets a Warning event ``FeatureGateDisabled`` and no status write instead,
+see ``failure_policy.Blocked``). The existing-PVC checks need the cluster and are skipped.
 
 ``failurePolicy.restartStrategy: InPlaceRestart`` (gate InPlaceRestart, needing a per-pod agent)
 is out of this controller's scope: such a JobSet fails with ``InPlaceRestartNotSupported``.

@@ -3,8 +3,9 @@
 `configure_logging(level, format)` is called once by the entry point. After it:
 
 - Every record goes through the standard library's root logger and one handler, so structlog
-  loggers (`structlog.get_logger("informer")`) and plain `logging` users (aiohttp, kubernetes)
-  come out in the same format, filtered by the same level.
+  loggers (`structlog.get_logger("informer")`) and plain `logging` users (asyncio; the
+  kubernetes package where runtime/kubeconfig.py lets it read a kubeconfig) come out in the same
+  format, filtered by the same level.
 - `format="json"` writes one JSON object per line with `ts` (ISO 8601, UTC), `level`, `logger`,
   `msg` and the event's key/values (zap's key names, as upstream's JSON logs use);
   `format="console"` writes aligned, human-readable lines; `format="auto"` picks console when
@@ -25,11 +26,11 @@
   per exception of the chain (`exc_type`, `exc_value`, `frames`); on a console it is the
   standard library's traceback text.
 
-Context for every line of a reconcile: `reconcile_context(jobset=..., namespace=...)` binds
-`jobset`, `namespace` and `reconcile_id` with `structlog.contextvars`. Context variables belong
-to the current asyncio task (a task copies them when it is created), so each worker's binding is
-its own and every log line inside the block carries the keys, including lines of libraries
-that log through `logging`. The block resets the keys when it ends.
+Context for every line of a reconcile: keys bound with `structlog.contextvars` (the workers bind
+`controller`, `namespace`, the object's label and `reconcile_id` around each reconcile,
+runtime/workers.py) are merged into every line, including lines of libraries that log through
+`logging`. Context variables belong to the current asyncio task (a task copies them when it is
+created), so each worker's binding is its own.
 """
 
 from __future__ import annotations
@@ -38,9 +39,6 @@ import datetime
 import logging
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -221,22 +219,3 @@ def configure_logging(
         # Not cached: loggers made at import time must follow a later (re)configuration.
         cache_logger_on_first_use=False,
     )
-
-
-@contextmanager
-def reconcile_context(
-    *, jobset: str, namespace: str, reconcile_id: str | None = None
-) -> Iterator[str]:
-    """Bind `jobset`, `namespace` and `reconcile_id` to every log line in the block.
-
-    Yields the reconcile id (a new UUID unless one is given, as controller-runtime's
-    reconcileID). Use it inside the worker task that runs the reconcile.
-    """
-    reconcile_id = reconcile_id or str(uuid.uuid4())
-    tokens = structlog.contextvars.bind_contextvars(
-        jobset=jobset, namespace=namespace, reconcile_id=reconcile_id
-    )
-    try:
-        yield reconcile_id
-    finally:
-        structlog.contextvars.reset_contextvars(**tokens)

@@ -50,7 +50,13 @@ READY_ASSUMPTION: Final = "the Jobs created so far are running with all pods rea
 
 @dataclass(frozen=True)
 class Pass:
-    """One reconcile pass that created Jobs, and what the simulation assumed before it."""
+    """One reconcile pass that created Jobs, and what the simulation assumed before it.
+
+    ``number`` counts only the passes that created Jobs (1, 2, ...), so the last one is how many
+    there are. A pass that created nothing (waiting for a dependency to finish) is not counted:
+    in a cluster the number of such passes depends on how many watch events arrive meanwhile, and
+    the simulation's one stands for all of them.
+    """
 
     number: int
     assumption: str
@@ -104,7 +110,7 @@ def simulate(
     assumption = ""
     defaulted = default_jobset(JobSet.model_validate(document))
     suspended = defaulted.spec.suspend is True
-    for number in range(1, MAX_PASSES + 1):
+    for _ in range(MAX_PASSES):
         current = JobSet.model_validate(document)
         plan = reconcile(
             Snapshot(
@@ -127,7 +133,7 @@ def simulate(
             outcome = _finished_outcome(plan.status or {}, plan.failed)
             break
         if plan.jobs_to_create:
-            passes.append(Pass(number, assumption, tuple(plan.jobs_to_create)))
+            passes.append(Pass(len(passes) + 1, assumption, tuple(plan.jobs_to_create)))
             for manifest in plan.jobs_to_create:
                 jobs[_name(manifest)] = _running(manifest)
             assumption = READY_ASSUMPTION

@@ -1,4 +1,5 @@
-"""configure_logging and reconcile_context, observed through the text they write to a stream."""
+"""configure_logging, observed through the text it writes to a stream (with the context keys the
+workers bind around each reconcile)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import structlog
 
-from jobset_controller.runtime.logging import configure_logging, parse_level, reconcile_context
+from jobset_controller.runtime.logging import configure_logging, parse_level
 
 
 class TerminalStream(io.StringIO):
@@ -58,7 +59,10 @@ def test_every_line_inside_a_reconcile_carries_its_keys(stream: io.StringIO) -> 
     configure_logging("info", "json", stream=stream)
     log = structlog.get_logger("controller")
 
-    with reconcile_context(jobset="train", namespace="team-a") as reconcile_id:
+    reconcile_id = "r-1"
+    with structlog.contextvars.bound_contextvars(
+        jobset="train", namespace="team-a", reconcile_id=reconcile_id
+    ):
         log.info("creating jobs")
         logging.getLogger("aiohttp.client").warning("slow answer")
     log.info("idle")
@@ -76,7 +80,7 @@ async def test_reconcile_keys_belong_to_the_task_that_bound_them(stream: io.Stri
     log = structlog.get_logger("controller")
 
     async def reconcile(name: str) -> None:
-        with reconcile_context(jobset=name, namespace="ns", reconcile_id=f"id-{name}"):
+        with structlog.contextvars.bound_contextvars(jobset=name, reconcile_id=f"id-{name}"):
             await asyncio.sleep(0)  # let the other worker bind its keys in between
             log.info("reconciled")
 
@@ -126,7 +130,7 @@ def test_exceptions_are_structured_in_json(stream: io.StringIO) -> None:
 def test_console_format_is_readable_text(stream: io.StringIO) -> None:
     configure_logging("info", "console", stream=stream)
 
-    with reconcile_context(jobset="train", namespace="team-a", reconcile_id="r1"):
+    with structlog.contextvars.bound_contextvars(jobset="train", reconcile_id="r1"):
         structlog.get_logger("informer").info("watch started", resource="jobs")
 
     text = stream.getvalue()

@@ -137,7 +137,18 @@ def test_creation_bound_spreads_a_huge_jobset_over_passes() -> None:
     )
     bound = MAX_JOB_CREATES_PER_PASS
     assert [len(one.jobs) for one in simulation.passes] == [bound, bound, 201]
+    assert [one.number for one in simulation.passes] == [1, 2, 3]
     assert not simulation.not_created
+
+
+def test_passes_are_numbered_as_they_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    """A pass that creates nothing (waiting for the initializer to finish) is not numbered, so
+    "created in 2 passes" is followed by pass 1 and pass 2, not pass 1 and pass 3."""
+    assert main(["plan", str(EXAMPLES / "depends-on.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "created in 2 passes" in out
+    headers = [line.strip() for line in out.splitlines() if line.startswith("  pass ")]
+    assert headers == ["pass 1:", "pass 2, once the Jobs of initializer succeeded:"]
 
 
 def test_jobs_carry_namespace_placeholder_uid_and_owner() -> None:
