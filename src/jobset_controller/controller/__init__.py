@@ -1,9 +1,20 @@
-"""JobSet glue between the generic runtime and the pure reconcile core.
+"""The controllers' glue between the generic runtime and the pure cores (reconcile, api).
 
-`informers` says which objects are cached and how child events map to the owning JobSet's key;
-`executor` applies a Plan to the cluster in a fixed order; `jobset` takes a snapshot from the
-caches, calls the pure `reconcile`, and hands the Plan to the executor. `resources` names
-where each kind lives; `permissions` declares every API grant this code needs.
+The JobSet controller: `informers` says which objects are cached (trimmed) and how child events
+map to the owning JobSet's key; `jobset` takes a snapshot from the caches, calls the pure
+`reconcile`, and hands the Plan to `executor`, which applies it in a fixed order; `expectations`
+holds the Jobs a pass created that the Job cache has not shown yet, so the next pass does not
+read a cache behind our own writes.
 
-May import: `api`, `reconcile`, `runtime` (never `manager`, `cli`, `webhook`).
+Exclusive placement: `pods` is the pod controller (trimmed pod and node caches, the release and
+repair of followers decided by `reconcile.pod_placement`; its caches are also the pod webhooks'
+lookups); `placement_mode` asks the API server, by dry-run probe pods, whether the pod webhooks
+are really called, which decides how new Jobs are placed.
+
+Shared: `resources` names where each kind lives; `webhookcerts` holds JobSet's names for the
+internal certificate management (`runtime.certrotator` is the generic part); `permissions`
+declares every API grant this code needs (the shipped RBAC is generated from it).
+
+May import: `api`, `reconcile`, `runtime` (never `manager`, `cli`, `config`, `webhook`,
+`tools`: the `product-layers` import contract).
 """

@@ -191,7 +191,7 @@ class EventRecorder:
         self,
         client: EventWriter,
         *,
-        reporting_controller: str = "jobset",
+        reporting_controller: str,
         reporting_instance: str | None = None,
         clock: Clock | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),

@@ -47,6 +47,13 @@ class LeadershipLost(Exception):
 
 @dataclass(frozen=True)
 class LeaderElectionConfig:
+    """Where the Lease lives, who we are, and client-go's three timings (seconds).
+
+    `name` defaults to upstream's Lease name for callers without a Configuration (tests); the
+    controller passes the Configuration's `leaderElection.resourceName`, whose default is the
+    same name.
+    """
+
     namespace: str
     identity: str
     name: str = "6d4f6a47.jobset.x-k8s.io"

@@ -124,14 +124,14 @@ def self_signed_context(min_version: str = "", cipher_suites: Sequence[str] = ()
 def _in_memory_file(data: bytes) -> Iterator[str]:
     """A path OpenSSL can open that holds `data`, gone when the block ends."""
     if hasattr(os, "memfd_create"):
-        descriptor = os.memfd_create("jobset-metrics-tls", os.MFD_CLOEXEC)
+        descriptor = os.memfd_create("self-signed-tls", os.MFD_CLOEXEC)
         try:
             os.write(descriptor, data)
             yield f"/proc/self/fd/{descriptor}"
         finally:
             os.close(descriptor)
         return
-    with tempfile.NamedTemporaryFile(prefix="jobset-metrics-tls-") as handle:  # mode 0600
+    with tempfile.NamedTemporaryFile(prefix="self-signed-tls-") as handle:  # mode 0600
         handle.write(data)
         handle.flush()
         yield handle.name

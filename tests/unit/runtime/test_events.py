@@ -72,6 +72,7 @@ def recorder(
 ) -> EventRecorder:
     return EventRecorder(
         writer,
+        reporting_controller="jobset",
         reporting_instance="jobset-controller-0",
         clock=clock,
         wall_clock=lambda: WALL,
@@ -282,7 +283,11 @@ async def test_full_buffer_drops_new_events_and_counts_them(
     writer: RecordingWriter, registry: CollectorRegistry
 ) -> None:
     recorder = EventRecorder(
-        writer, clock=FakeClock(), max_pending=2, metrics=EventMetrics(registry)
+        writer,
+        reporting_controller="jobset",
+        clock=FakeClock(),
+        max_pending=2,
+        metrics=EventMetrics(registry),
     )
     for number in range(5):
         recorder.record(JOBSET, "Normal", "Reason", f"note {number}")
@@ -355,10 +360,10 @@ async def test_run_writes_recorded_events_without_a_flush(
 async def test_default_reporting_instance_names_controller_and_host(
     writer: RecordingWriter,
 ) -> None:
-    recorder = EventRecorder(writer, clock=FakeClock())
+    recorder = EventRecorder(writer, reporting_controller="pod", clock=FakeClock())
 
-    assert recorder.reporting_controller == "jobset"
-    assert recorder.reporting_instance.startswith("jobset-")
+    assert recorder.reporting_controller == "pod"
+    assert recorder.reporting_instance.startswith("pod-")
     assert len(recorder.reporting_instance) <= 128
 
 
@@ -366,7 +371,9 @@ def test_recorders_of_two_controllers_share_one_metrics_object(
     writer: RecordingWriter, registry: CollectorRegistry
 ) -> None:
     metrics = EventMetrics(registry)
-    jobset = EventRecorder(writer, clock=FakeClock(), max_pending=1, metrics=metrics)
+    jobset = EventRecorder(
+        writer, reporting_controller="jobset", clock=FakeClock(), max_pending=1, metrics=metrics
+    )
     pod = EventRecorder(
         writer, reporting_controller="pod", clock=FakeClock(), max_pending=1, metrics=metrics
     )
