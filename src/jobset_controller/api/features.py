@@ -1,8 +1,9 @@
 """Feature gates, passed explicitly as a value instead of read from a process-wide registry.
 
 Why a frozen dataclass: upstream reads gates from a global inside its helpers, which hides an input
-of every decision. Here validation (and later the reconciler) takes a ``FeatureGates`` argument, so
-a test states the gates it runs under and two callers with different gates never interfere.
+of every decision. Here validation, the webhooks and the reconciler (``Snapshot.features``) take
+a ``FeatureGates`` argument, so a test states the gates it runs under and two callers with
+different gates never interfere.
 
 Gate names, stages and defaults: docs/behaviour.md#feature-gates. ``from_mapping`` accepts the
 config file's ``featureGates`` map with upstream's gate names and rejects what upstream's

@@ -1,7 +1,8 @@
 """The pure core of the JobSet controller: ``reconcile(snapshot) -> Plan``.
 
 Bring your own I/O. The caller takes a ``Snapshot`` from its caches (the JobSet, its child Jobs,
-the headless Service if any, the names of the existing PVCs, the time, the feature gates), calls
+the headless Service if any, the names of the existing PVCs, the time, the feature gates,
+whether the pod webhooks are active), calls
 ``reconcile``, and executes the returned ``Plan``: the child writes in ``plan.WRITE_ORDER``, then
 the one status write, after which the status-gated events are emitted.
 

@@ -1,9 +1,9 @@
 """The one input of ``reconcile``: everything a pass may look at, taken from the caches at once.
 
 Why a frozen value: reconcile is pure, so every fact it decides on (the JobSet, its child Jobs,
-whether the headless Service exists, the time, the feature gates) must be in here. Nothing is read
-from a clock, a cache or the environment behind its back, and the same snapshot always gives the
-same Plan.
+whether the headless Service exists, which claims exist, the time, the feature gates, whether
+the pod webhooks are active) must be in here. Nothing is read from a clock, a cache or the
+environment behind its back, and the same snapshot always gives the same Plan.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ our ``KubeClient`` and the paths of ``controller.resources``.
 
 Layering: ``tools`` sits beside ``manager`` (under ``cli``) and may import ``config``,
 ``controller``, ``reconcile``, ``runtime`` and ``api``. The deciding and drawing modules are pure
-(an import contract keeps ``runtime`` and the controller's executor out of them):
+(the ``tools-pure`` import contract keeps ``runtime`` and ``controller`` out of them):
 
 * ``plan``: simulate reconcile passes on an empty cluster (pure);
 * ``plan_render``: the simulation as text or as manifests (pure);
@@ -17,5 +17,6 @@ Layering: ``tools`` sits beside ``manager`` (under ``cli``) and may import ``con
 * ``status_model`` / ``diagnosis`` / ``status_tree``: a JobSet and its children, the one-line
   diagnosis, the tree (pure);
 * ``status_reader``: the thin I/O that fills ``status_model`` from the API server;
-* ``commands``: the argparse wiring ``cli`` delegates to, and the ``kubectl-jobset`` entry.
+* ``commands``: the flags and runs of ``plan`` and ``status`` that ``cli`` wires in (the
+  ``kubectl-jobset`` entry point is ``cli``'s).
 """

@@ -15,6 +15,8 @@
   that message with ours and a different status code.
 - The validating step runs after the schema, so what reaches it parses; anything that still cannot
   be read is denied with 400 and the reason, never answered with an exception.
+- A body that is not an AdmissionReview at all never gets here: the server answers it with an
+  HTTP 400 first (`review.malformed`).
 """
 
 from __future__ import annotations

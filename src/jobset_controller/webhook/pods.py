@@ -7,7 +7,8 @@ messages (`/mutate--v1-pod` = `mpod.kb.io`, `/validate--v1-pod` = `vpod.kb.io`, 
   the label `jobset.sigs.k8s.io/priority: <spec.priority>`; then, for a pod of a Job placed by
   leader and followers (`placed_by_leader`), the leader gets the required affinity terms (with
   the priority match) and a follower gets `nodeSelector[<topology>]` = its bound leader's node
-  label. A leader node that is missing or lacks the label is an admission error.
+  label. A leader node that lacks the label is an admission error, and so is a missing one
+  except in `FollowerMode.GATE`, where the follower waits behind the gate instead.
 - Validating: a follower of such a Job must carry that nodeSelector and its leader must be
   bound; otherwise the create is refused with upstream's "expected, transient error", the Job
   controller retries with backoff, and the follower appears once the leader is bound.
