@@ -8,8 +8,8 @@ measured); where the server is and which credentials to send come from runtime/k
 (which hands exec and auth-provider kubeconfigs to the official loader).
 
 What it adds, like client-go's rest client:
-- a client-side token bucket (QPS/burst, 500/500 by default as upstream's flags, read as
-  client-go reads them: `ratelimit.client_throttle`);
+- a client-side token bucket (QPS/burst as the caller says, read as client-go reads them:
+  `ratelimit.client_throttle`; the controller's come from its Configuration);
 - a User-Agent naming the controller and its version;
 - retries of 429 and 5xx answers that carry Retry-After (at most `max_retries`), and of
   connection errors for reads, with backoff;
@@ -134,10 +134,11 @@ def error_for(status: int, body: Mapping[str, Any], method: str = "", path: str 
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """Knobs of the client; defaults are upstream JobSet's."""
+    """Knobs of the client. Without a QPS the client has no client-side limit (what tools and
+    tests want); the controller always passes its Configuration's `clientConnection`."""
 
-    qps: float = 500.0
-    burst: int = 500
+    qps: float = -1.0
+    burst: int = 0
     user_agent: str = "jobset-controller"
     max_retries: int = 10
     request_timeout: float = 30.0

@@ -74,10 +74,11 @@ Reconcile = Callable[[str], Awaitable[Result | None]]
 
 
 class ReconcileMetrics:
-    """controller_runtime_* reconcile metrics for one controller name."""
+    """The controller_runtime_* reconcile metric families of one registry, shared by every
+    controller of the process (each labels its samples `controller=<name>`, as
+    controller-runtime's do); build one per registry and hand it to each `Workers`."""
 
-    def __init__(self, controller: str, registry: CollectorRegistry | None, workers: int) -> None:
-        self.controller = controller
+    def __init__(self, registry: CollectorRegistry | None) -> None:
         self.total = Counter(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -103,30 +104,32 @@ class ReconcileMetrics:
             ["controller"],
             registry=registry,
         )
-        max_workers = Gauge(
+        self.max_workers = Gauge(
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
             ["controller"],
             registry=registry,
         )
-        max_workers.labels(controller).set(workers)
-        for result in ("success", "error", "requeue", "requeue_after"):
-            self.total.labels(controller, result)
-        self.errors.labels(controller)
         self.terminal_errors = Counter(
             "controller_runtime_terminal_reconcile_errors",
             "Total number of terminal reconciliation errors per controller",
             ["controller"],
             registry=registry,
         )
-        self.terminal_errors.labels(controller)
         self.panics = Counter(
             "controller_runtime_reconcile_panics",
             "Total number of reconciliation panics per controller",
             ["controller"],
             registry=registry,
         )
-        self.panics.labels(controller)
+
+    def declare(self, controller: str, workers: int) -> None:
+        """Create `controller`'s samples at 0 (a dashboard sees 0, not "no data")."""
+        self.max_workers.labels(controller).set(workers)
+        for result in ("success", "error", "requeue", "requeue_after"):
+            self.total.labels(controller, result)
+        for family in (self.errors, self.terminal_errors, self.panics):
+            family.labels(controller)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -135,7 +138,8 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 class Workers:
-    """N tasks draining one queue through one reconcile function."""
+    """N tasks draining one queue through one reconcile function; its metrics are labelled
+    `controller=<name>` in the families given (unregistered ones when none are)."""
 
     def __init__(
         self,
@@ -144,7 +148,7 @@ class Workers:
         reconcile: Reconcile,
         *,
         workers: int = 1,
-        registry: CollectorRegistry | None = None,
+        metrics: ReconcileMetrics | None = None,
         object_label: str = "name",
         clock: Clock | None = None,
     ) -> None:
@@ -156,7 +160,8 @@ class Workers:
         self._count = workers
         self._object_label = object_label
         self._clock: Clock = clock or RealClock()
-        self.metrics = ReconcileMetrics(name, registry, workers)
+        self.metrics = metrics or ReconcileMetrics(None)
+        self.metrics.declare(name, workers)
 
     async def run(self) -> None:
         """Run the workers until the queue shuts down (or this task is cancelled)."""

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from jobset_controller import manager
-from jobset_controller.manager import controller_namespace, leader_election_namespace
+from jobset_controller.manager import controller_namespace, environment, leader_election_namespace
 
 
 @pytest.fixture
 def outside_a_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
     missing = tmp_path / "namespace"
-    monkeypatch.setattr(manager, "_SA_NAMESPACE_FILE", missing)
+    monkeypatch.setattr(environment, "_SA_NAMESPACE_FILE", missing)
     return missing
 
 

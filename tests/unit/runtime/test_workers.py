@@ -9,7 +9,7 @@ import itertools
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.runtime.clock import FakeClock
-from jobset_controller.runtime.workers import Result, TerminalError, Workers
+from jobset_controller.runtime.workers import ReconcileMetrics, Result, TerminalError, Workers
 from jobset_controller.runtime.workqueue import WorkQueue
 
 
@@ -30,7 +30,7 @@ async def test_a_raising_reconcile_is_retried_with_backoff_and_the_worker_surviv
             raise RuntimeError("boom")
         return None
 
-    workers = Workers("test", queue, reconcile, registry=registry)
+    workers = Workers("test", queue, reconcile, metrics=ReconcileMetrics(registry))
     task = asyncio.create_task(workers.run())
     queue.add("ns/bad")
     queue.add("ns/good")
@@ -63,7 +63,9 @@ async def test_requeue_after_brings_the_key_back_later() -> None:
         seen.append(clock.now())
         return Result(requeue_after=30.0) if len(seen) == 1 else None
 
-    task = asyncio.create_task(Workers("test", queue, reconcile, registry=registry).run())
+    task = asyncio.create_task(
+        Workers("test", queue, reconcile, metrics=ReconcileMetrics(registry)).run()
+    )
     queue.add("ns/a")
     await clock.settle()
     await clock.advance(29.0)
@@ -90,7 +92,7 @@ async def test_all_result_labels_are_preset_to_zero() -> None:
     async def reconcile(key: str) -> Result | None:
         return None
 
-    Workers("jobset", queue, reconcile, registry=registry, workers=3)
+    Workers("jobset", queue, reconcile, metrics=ReconcileMetrics(registry), workers=3)
     for result in ("success", "error", "requeue", "requeue_after"):
         assert (
             registry.get_sample_value(
@@ -110,7 +112,7 @@ async def test_workers_stop_when_the_queue_shuts_down() -> None:
         return None
 
     task = asyncio.create_task(Workers("test", queue, reconcile, workers=2).run())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: the workers start and block in get()
     queue.shutdown()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(task, 1)
@@ -131,7 +133,9 @@ async def test_a_panic_is_counted_and_retried_and_plain_errors_are_not_panics() 
             raise TimeoutError("the API server did not answer")
         return None
 
-    task = asyncio.create_task(Workers("test", queue, reconcile, registry=registry).run())
+    task = asyncio.create_task(
+        Workers("test", queue, reconcile, metrics=ReconcileMetrics(registry)).run()
+    )
     queue.add("ns/bug")
     queue.add("ns/world")
     await clock.settle()
@@ -154,7 +158,9 @@ async def test_a_terminal_error_is_counted_and_the_key_is_not_retried() -> None:
         calls.append(key)
         raise TerminalError("the spec can never be satisfied")
 
-    task = asyncio.create_task(Workers("test", queue, reconcile, registry=registry).run())
+    task = asyncio.create_task(
+        Workers("test", queue, reconcile, metrics=ReconcileMetrics(registry)).run()
+    )
     queue.add("ns/stuck")
     await clock.settle()
     await clock.advance(100.0)

@@ -1,0 +1,26 @@
+"""The manager: one process run of the controller, as runnable groups (controller-runtime's shape).
+
+Each module owns one concern:
+
+- `environment`: the options (flags merged over the Configuration, which owns every default),
+  the namespaces, the identity;
+- `certificates`: where each HTTPS port's certificate comes from (one context builder for all);
+- `servers`: the served ports (health, metrics, webhooks) as runnables; a new port lands here;
+- `controllers`: one unit per controller (informers, queue, workers, metrics, Event recorder);
+  a new informer added to a unit is part of /readyz by construction;
+- `leadership`: the Lease and its own client;
+- `shutdown`: the stop order and its budgets;
+- `warmup`: what is loaded once the process is ready;
+- `lifecycle`: `Manager.run`, the phases in order over `runtime.runnables`' groups.
+
+May import: `config`, `controller`, `webhook`, `runtime`, `api` (never `cli` or `tools`).
+"""
+
+from jobset_controller.manager.environment import (
+    ManagerOptions,
+    controller_namespace,
+    leader_election_namespace,
+)
+from jobset_controller.manager.lifecycle import Manager
+
+__all__ = ["Manager", "ManagerOptions", "controller_namespace", "leader_election_namespace"]

@@ -1,0 +1,116 @@
+"""What the process is told and where it runs: its options, its namespaces, its identity.
+
+Belongs here: everything the other manager modules read about the environment, decided once
+(flags merged over the Configuration by `cli`, the pod's namespace from the downward API or the
+ServiceAccount file, the Lease identity). Nothing here opens a connection or a port.
+
+Every default has one owner: the Configuration's model (`config.py`) for upstream's keys and
+ours alike. An option left `None` here means "the Configuration's value", so no default is
+written twice.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from jobset_controller.config import (
+    CACHE_SYNC_TIMEOUT,
+    EVENT_FLUSH_TIMEOUT,
+    POD_WORKERS,
+    SHUTDOWN_TIMEOUT,
+    WORKERS,
+    Configuration,
+)
+from jobset_controller.runtime.certs import CertPolicy
+
+T = TypeVar("T")
+
+_SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# controller-runtime's default certificate directories (where cert-manager's Secrets are mounted).
+DEFAULT_WEBHOOK_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+DEFAULT_METRICS_CERT_DIR = Path("/tmp/k8s-metrics-server/serving-certs")
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    """Everything `Manager.run` needs. `cli` merges the flags given over the Configuration; an
+    override left `None` reads the Configuration's value (the `effective_*` properties)."""
+
+    config: Configuration
+    kubeconfig: str | None = None
+    metrics_bind_address: str | None = None
+    # HTTPS with TokenReview + SubjectAccessReview on every request (upstream's only mode);
+    # False serves plain HTTP to anyone (`--metrics-secure=false`).
+    metrics_secure: bool = True
+    health_probe_bind_address: str | None = None
+    leader_elect: bool | None = None
+    qps: float | None = None
+    burst: int | None = None
+    workers: int = WORKERS
+    pod_workers: int = POD_WORKERS
+    cache_sync_timeout: float = CACHE_SYNC_TIMEOUT
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT
+    event_flush_timeout: float = EVENT_FLUSH_TIMEOUT
+    # Internal certificate management: lifetimes and lookahead (upstream's by default), and
+    # names the serving certificate carries besides the Service's (e.g. 127.0.0.1 when an API
+    # server on the same host calls the webhook by URL, as in tests).
+    cert_policy: CertPolicy = field(default_factory=CertPolicy)
+    cert_extra_sans: tuple[str, ...] = ()
+
+    @property
+    def effective_metrics_bind_address(self) -> str:
+        return _pick(self.metrics_bind_address, self.config.metrics.bind_address)
+
+    @property
+    def effective_health_probe_bind_address(self) -> str:
+        return _pick(self.health_probe_bind_address, self.config.health.health_probe_bind_address)
+
+    @property
+    def effective_leader_elect(self) -> bool:
+        return _pick(self.leader_elect, self.config.leader_election.leader_elect)
+
+    @property
+    def effective_qps(self) -> float:
+        return _pick(self.qps, self.config.client_connection.qps)
+
+    @property
+    def effective_burst(self) -> int:
+        return _pick(self.burst, self.config.client_connection.burst)
+
+
+def _pick(override: T | None, configured: T) -> T:
+    return configured if override is None else override
+
+
+def new_identity() -> str:
+    """The Lease holder and Event reporting instance: unique per process, like client-go's
+    `<hostname>_<uuid>`."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def _pod_namespace() -> str:
+    """POD_NAMESPACE (the manifests set it from the downward API), else the service-account
+    namespace file; "" outside a cluster."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return _SA_NAMESPACE_FILE.read_text().strip()
+    except OSError:
+        return ""
+
+
+def leader_election_namespace(configured: str) -> str:
+    """Configured value, else the pod's namespace, else `default` (running outside a cluster)."""
+    return configured or _pod_namespace() or "default"
+
+
+def controller_namespace(leader_election_configured: str) -> str:
+    """Where the webhook certificate Secret lives: the pod's own namespace (where its Deployment
+    and Secret are installed), else, outside a cluster, the configured leader-election namespace,
+    else `default`. In a cluster it is the same answer as upstream's (the service-account file)."""
+    return _pod_namespace() or leader_election_configured or "default"

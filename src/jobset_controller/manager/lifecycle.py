@@ -1,0 +1,345 @@
+"""`Manager.run`: the phases of a process, in order, over the runnable groups.
+
+Belongs here: the order of the phases and how each ends the run. What each part is lives in its
+own module (environment, certificates, servers, controllers, leadership, shutdown, warmup); this
+one only builds them, declares their runnables and walks the groups:
+
+1. connect: the API client every part shares (closed last);
+2. build: the controllers' units, the placement probe, the certificates and the servers; every
+   part declares its runnables, and every readiness check joins /readyz as it is declared;
+3. SERVERS: /healthz, /readyz and /metrics answer;
+4. WEBHOOKS: certificates (the rotator writes its Secret on every replica), then the webhook
+   server, in the background;
+5. CACHES: the informers list and watch, unled (reading is harmless, and a new leader starts with
+   full caches); the run waits for every one of them (`cache_sync_timeout`, 2 minutes, like
+   controller-runtime's CacheSyncTimeout; exit 1 after that);
+6. OTHERS: Event writers, loop-lag sampling, the warm-up;
+7. lead: with leader election, acquire the Lease. Nothing in the LEADER group runs before it;
+8. LEADER: the exclusive-placement probe, then every controller's workers and the memory trim;
+9. work until a stop is requested, the Lease is lost (exit 1) or a runnable fails (exit 1);
+10. stop (shutdown.py): drain, release the Lease, flush Events; exit 0.
+
+However the run ends, every started group is cancelled (newest first) before the clients close.
+Every wait of the manager is measured on its one Clock, which it hands to every piece it builds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import random
+from collections.abc import Coroutine
+from typing import Any
+
+import structlog
+from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
+
+from jobset_controller import __version__
+from jobset_controller.api import FeatureGates
+from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.controller.placement_mode import PlacementMode
+from jobset_controller.manager import certificates, controllers, leadership, servers
+from jobset_controller.manager.environment import (
+    ManagerOptions,
+    controller_namespace,
+    new_identity,
+)
+from jobset_controller.manager.shutdown import Deposed, stop_gracefully
+from jobset_controller.manager.warmup import warm_up
+from jobset_controller.runtime.client import ClientSettings, KubeClient
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
+from jobset_controller.runtime.httpserver import parse_bind_address
+from jobset_controller.runtime.leaderelection import LeaderElector
+from jobset_controller.runtime.looplag import LoopLagMonitor
+from jobset_controller.runtime.memtrim import malloc_trim, trim_once_quiet
+from jobset_controller.runtime.runnables import Group, NotSynced, Runnable, Runnables
+from jobset_controller.webhook.pods import Lookups
+
+log = structlog.get_logger("manager")
+
+# How long the placement probe waits for the webhook server to listen before it asks.
+PROBE_WAITS_FOR_WEBHOOK = 15.0
+
+
+class _Exit(Exception):
+    """Raised by a phase of `Manager.run` to end the run with `code` (after teardown)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class Manager:
+    """One process run; see the module docstring."""
+
+    def __init__(
+        self,
+        options: ManagerOptions,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
+    ):
+        self.options = options
+        if registry is None:
+            # This process's own registry: it also reports the process (CPU, memory, open
+            # files, start time) and Python's runtime, as upstream's does the Go runtime.
+            registry = CollectorRegistry()
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            registry.register(GC_COLLECTOR)
+        self.registry = registry
+        # One time line and one source of jitter for every runtime piece built here.
+        self.clock: Clock = clock or RealClock()
+        self.rng = rng
+        self.identity = new_identity()
+        self.stop_requested = asyncio.Event()
+        self.health, probes = servers.health_server(
+            options.config, options.effective_health_probe_bind_address
+        )
+        self.runnables = Runnables(self.clock, on_ready_check=self.health.add_readiness_check)
+        self.runnables.add(probes)
+        self.controller: JobSetController | None = None
+        self.lag: LoopLagMonitor | None = None
+        self.webhooks: servers.Webhooks | None = None
+        self.elector: LeaderElector | None = None
+        self.units: tuple[controllers.ControllerUnit, ...] = ()
+
+    @property
+    def webhook_port(self) -> int | None:
+        """The port the webhook server listens on, once it does."""
+        return self.webhooks.port if self.webhooks is not None else None
+
+    def caches_synced(self) -> bool:
+        """Every informer of every unit has listed (False before `run` built them)."""
+        caches = self.runnables.of(Group.CACHES)
+        return bool(caches) and all(part.ready is None or part.ready() for part in caches)
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    async def run(self) -> int:
+        """Run until stopped; returns the process exit code (module docstring)."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await self._connect(stack)
+                stack.push_async_callback(self.runnables.stop_all)
+                self._build(client)
+                await self.runnables.start(Group.SERVERS)
+                await self.runnables.start(Group.WEBHOOKS)
+                await self._sync_caches()
+                await self.runnables.start(Group.OTHERS)
+                renew = await self._lead(stack)
+                await self.runnables.start(Group.LEADER)
+                await self._work_until_stopped(renew)
+                await self._stop(renew)
+                return 0
+        except _Exit as end:
+            return end.code
+
+    # ------------------------------------------------------------------------ phases
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> KubeClient:
+        opts = self.options
+        try:
+            client = await KubeClient.connect(
+                kubeconfig=opts.kubeconfig,
+                settings=ClientSettings(
+                    qps=opts.effective_qps,
+                    burst=opts.effective_burst,
+                    user_agent=f"jobset-controller/{__version__}",
+                ),
+                registry=self.registry,
+                clock=self.clock,
+                rng=self.rng,
+            )
+        except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
+            log.error("cannot load cluster credentials", error=str(problem))
+            raise _Exit(1) from problem
+        stack.push_async_callback(client.close)
+        return client
+
+    def _build(self, client: KubeClient) -> None:
+        """Construct every part and declare its runnables; nothing runs or listens yet."""
+        opts, config, add = self.options, self.options.config, self.runnables.add
+        features = FeatureGates.from_mapping(config.feature_gates)
+        wiring = controllers.Wiring(
+            client, controllers.SharedMetrics.of(self.registry), self.identity, self.clock, self.rng
+        )
+        placement_mode = PlacementMode(
+            client,
+            controller_namespace(config.leader_election.resource_namespace),
+            follower_mode=config.exclusive_placement.followers,
+            registry=self.registry,
+            clock=self.clock,
+        )
+        pods = controllers.pod_unit(wiring, workers=opts.pod_workers)
+        jobsets = controllers.jobset_unit(
+            wiring,
+            workers=opts.workers,
+            features=features,
+            placement_mode=placement_mode,
+            registry=self.registry,
+        )
+        self.controller = jobsets.controller
+        self.units = (jobsets.unit, pods.unit)
+
+        for part in self._metrics_runnables(client):
+            add(part)
+        webhook_tls = certificates.webhook_tls(opts, client, clock=self.clock, rng=self.rng)
+        if webhook_tls is not None:
+            self.webhooks = servers.webhooks(
+                config,
+                webhook_tls,
+                client,
+                features=features,
+                pod_lookups=Lookups(pods.controller.leaders, pods.controller.node_labels),
+                registry=self.registry,
+                clock=self.clock,
+            )
+            for part in self.webhooks.runnables():
+                add(part)
+        self.lag = LoopLagMonitor(clock=self.clock, registry=self.registry)
+        add(Runnable("loop-lag", Group.OTHERS, run=self.lag.run))
+        add(Runnable("warm-up", Group.OTHERS, run=warm_up))
+        # Only a leader writes Jobs, so only a leader needs the mode (and a standby must send
+        # nothing but reads: the probe is a dry-run create). Added before the units: LEADER
+        # runnables start in the order added, and the probe's `start` must answer before a
+        # pass creates exclusive Jobs.
+        add(
+            Runnable(
+                "placement-mode",
+                Group.LEADER,
+                start=lambda: self._probe_placement(placement_mode),
+                run=placement_mode.settle,
+            )
+        )
+        queue = jobsets.unit.queue
+        add(
+            Runnable(
+                "memory-trim",
+                Group.LEADER,
+                run=lambda: trim_once_quiet(lambda: queue.idle, self.clock),
+            )
+        )
+        for unit in self.units:
+            for part in unit.runnables(event_flush_timeout=opts.event_flush_timeout):
+                add(part)
+
+    def _metrics_runnables(self, client: KubeClient) -> list[Runnable]:
+        opts = self.options
+        address = opts.effective_metrics_bind_address
+        tls: certificates.MetricsTLS | None = None
+        if opts.metrics_secure and parse_bind_address(address) is not None:
+            try:
+                tls = certificates.metrics_tls(opts.config, clock=self.clock)
+            except certificates.CertificateError as error:
+                log.error(str(error))
+                raise _Exit(1) from error
+        elif not opts.metrics_secure:
+            log.warning("metrics served over plain HTTP without authentication")
+        _, parts = servers.metrics_server(
+            self.registry, address, tls=tls, client=client, clock=self.clock
+        )
+        return parts
+
+    async def _probe_placement(self, mode: PlacementMode) -> None:
+        """Which exclusive-placement mode new Jobs get: probe the pod webhooks once, after the
+        webhook server listens (15 s at most); `settle` probes a few times more in the first
+        30 s if the fallback mode was found. Nothing probes on a timer after that: a pass about
+        to create exclusive Jobs from a mode older than `PROBE_PERIOD` probes again first."""
+        webhooks = self.webhooks
+        if webhooks is not None:
+            deadline = self.clock.now() + PROBE_WAITS_FOR_WEBHOOK
+            while not webhooks.serving() and self.clock.now() < deadline:
+                await self.clock.sleep(0.1)
+        await mode.check(first=True)
+
+    async def _sync_caches(self) -> None:
+        """Start the CACHES group and wait for every informer's first list."""
+        limit = self.options.cache_sync_timeout
+        try:
+            started = await self._unless_stopped(self.runnables.start(Group.CACHES, limit=limit))
+        except NotSynced:
+            log.error("caches did not sync", timeout=limit)
+            raise _Exit(1) from None
+        if not started:
+            raise _Exit(0)  # asked to stop while warming up
+        gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
+        malloc_trim()  # the list pages' garbage (runtime/memtrim.py); a standby stays here
+        cached = sum(len(informer.store) for unit in self.units for informer in unit.informers)
+        log.info("caches synced", objects=cached)
+
+    async def _lead(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None] | None:
+        """With leader election, acquire the Lease and keep renewing it (the returned task
+        raises LeadershipLost when renewal fails); without it, nothing to do."""
+        opts = self.options
+        if not opts.effective_leader_elect:
+            return None
+        lease_client = await leadership.connect_lease_client(opts, clock=self.clock, rng=self.rng)
+        stack.push_async_callback(lease_client.close)
+        self.elector = leadership.elector(
+            opts,
+            lease_client,
+            identity=self.identity,
+            registry=self.registry,
+            clock=self.clock,
+            rng=self.rng,
+        )
+        self.health.add_liveness_check("leaderElection", self.elector.healthy)
+        if not await self._unless_stopped(self.elector.acquire()):
+            raise _Exit(0)  # asked to stop while standing by
+        renew = asyncio.create_task(self.elector.renew_until_lost(), name="lease-renew")
+        stack.push_async_callback(_cancel, renew)
+        return renew
+
+    async def _work_until_stopped(self, renew: asyncio.Task[None] | None) -> None:
+        """Until a stop is requested; a lost Lease or a failed runnable ends the run with 1."""
+        stop = asyncio.create_task(self.stop_requested.wait())
+        watched: set[asyncio.Task[Any]] = {stop, *self.runnables.tasks()}
+        if renew is not None:
+            watched.add(renew)
+        try:
+            while True:
+                done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                if renew is not None and renew in done:
+                    log.error("leader election lost, exiting", error=str(renew.exception()))
+                    raise _Exit(1)
+                for task in done - {stop}:
+                    if not task.cancelled() and task.exception() is not None:
+                        log.error("a part of the controller failed, exiting", part=task.get_name())
+                        raise _Exit(1)
+                if stop in done:
+                    return
+                watched -= done  # parts that ended on their own (the warm-up, a probe)
+        finally:
+            stop.cancel()
+
+    async def _stop(self, renew: asyncio.Task[None] | None) -> None:
+        try:
+            await stop_gracefully(
+                self.runnables,
+                renew=renew,
+                elector=self.elector,
+                shutdown_timeout=self.options.shutdown_timeout,
+                event_flush_timeout=self.options.event_flush_timeout,
+            )
+        except Deposed:
+            raise _Exit(1) from None
+
+    async def _unless_stopped(self, coro: Coroutine[Any, Any, Any]) -> bool:
+        """Await `coro` unless a stop is requested first; True if it ran to the end."""
+        task = asyncio.create_task(coro)
+        stop = asyncio.create_task(self.stop_requested.wait())
+        done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            stop.cancel()
+            task.result()
+            return True
+        await _cancel(task)
+        return False
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
