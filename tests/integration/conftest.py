@@ -12,18 +12,22 @@ fails these tests with a 403 instead of passing under an admin identity.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import jobset_controller.reconcile as reconcile_package
 from jobset_controller.config import parse_configuration
 from jobset_controller.manager import Manager, ManagerOptions
+from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
@@ -113,7 +117,7 @@ async def controller(
         if task.done():
             task.result()
             raise AssertionError("manager stopped before its caches synced")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # poll interval of the wait for the condition above
     try:
         yield manager
     finally:
@@ -124,3 +128,66 @@ async def controller(
 @pytest.fixture
 def sim(kube: KubeClient, namespace: str) -> KubeSim:
     return KubeSim(kube, namespace)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    """One reconcile pass of the in-process controller: the JobSet's key, what it saw, and what it
+    decided."""
+
+    key: str
+    snapshot: Snapshot
+    plan: Plan
+
+    def job_names(self) -> set[str]:
+        return {str(job["metadata"]["name"]) for job in self.snapshot.jobs}
+
+    def writes_nothing(self) -> bool:
+        """The plan sends no request: no write, no event (a requeue is no request)."""
+        return dataclasses.replace(self.plan, requeue_after=None).is_empty()
+
+
+class Passes:
+    """Every pass of the pure reconcile, in order. A test of "nothing happens" waits for the pass
+    that saw the change, then asserts on what that pass planned, instead of sleeping and hoping
+    the controller looked meanwhile."""
+
+    def __init__(self) -> None:
+        self.seen: list[Pass] = []
+
+    def mark(self) -> int:
+        """A position: passes after it took their snapshot after this call."""
+        return len(self.seen)
+
+    def since(self, mark: int, key: str) -> list[Pass]:
+        return [p for p in self.seen[mark:] if p.key == key]
+
+    async def first(
+        self, key: str, matching: Callable[[Pass], bool], what: str, *, since: int = 0
+    ) -> Pass:
+        """The first pass of ``key`` after ``since`` that ``matching`` accepts, once it happened."""
+        found: list[Pass] = []
+
+        def check() -> bool:
+            found[:] = [p for p in self.since(since, key) if matching(p)][:1]
+            return bool(found)
+
+        await eventually(check, what, 45.0)
+        return found[0]
+
+
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> Passes:
+    """Records every pass of the controller's pure reconcile (the controller calls it through
+    the package attribute, so replacing that attribute sees every pass, from any worker)."""
+    recorder = Passes()
+    real = reconcile_package.reconcile
+
+    def recording(snapshot: Snapshot) -> Plan:
+        plan = real(snapshot)
+        meta = snapshot.jobset.metadata
+        recorder.seen.append(Pass(f"{meta.namespace}/{meta.name}", snapshot, plan))
+        return plan
+
+    monkeypatch.setattr(reconcile_package, "reconcile", recording)
+    return recorder

@@ -46,6 +46,7 @@ from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
+from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import free_port
 
 pytestmark = pytest.mark.chaos
@@ -178,7 +179,7 @@ class JobHistory:
             except asyncio.CancelledError:
                 raise
             except Exception:  # expired or broken: list again (and record what is there)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)  # a retry's backoff, not a wait for a state
                 version = await self.relist()
 
     def by_key(self) -> dict[Key, list[str]]:
@@ -323,7 +324,7 @@ class Driver:
         while True:
             with contextlib.suppress(ApiError):  # e.g. a conflict: the next step retries
                 await self.step()
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.25)  # the driver's pace: faults come spread out, not at once
 
     async def all_finished(self) -> bool:
         jobsets = await self.jobsets()
@@ -390,11 +391,20 @@ async def _background(*coroutines: Any) -> AsyncIterator[None]:
 
 
 async def _wait(check: Any, what: str, within: float, seed_note: str) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what}: not reached within {within:.0f} s ({seed_note})")
-        await asyncio.sleep(0.25)
+    await eventually(check, f"{what} ({seed_note})", within, interval=0.25)
+
+
+def _job_creates(events: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """The audit log's successful Job creates in ``namespace``."""
+    return [
+        e
+        for e in events
+        if e["verb"] == "create"
+        and e["stage"] == "ResponseComplete"
+        and (e.get("objectRef") or {}).get("resource") == "jobs"
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and (e.get("responseStatus") or {}).get("code") == 201
+    ]
 
 
 async def test_sigkilled_controller_never_duplicates_double_counts_or_writes_for_deleted(
@@ -442,11 +452,11 @@ async def test_sigkilled_controller_never_duplicates_double_counts_or_writes_for
                         return await driver.steady_attempt(DOOMED) is not None
 
                     await _wait(doomed_steady, "the doomed JobSet's Jobs", 120, seed_note)
-                    await asyncio.sleep(rng.uniform(0.0, 1.5))
+                    await asyncio.sleep(rng.uniform(0.0, 1.5))  # a random moment to delete at
                     await kube.delete(driver.path(DOOMED), propagation="Background")
                     deleted_at = datetime.datetime.now(datetime.UTC)
                     driver.deleted.add(DOOMED)
-                await asyncio.sleep(rng.uniform(0.3, 5.0))
+                await asyncio.sleep(rng.uniform(0.3, 5.0))  # a random moment to kill at
                 controller.kill()
             controller.start()
             if restarted_after_delete_at is None:
@@ -454,8 +464,14 @@ async def test_sigkilled_controller_never_duplicates_double_counts_or_writes_for
             await _wait(
                 driver.all_finished, "every JobSet finished", CONVERGENCE_TIMEOUT, seed_note
             )
-            # Let the controller settle, then take the final picture of every Job.
-            await asyncio.sleep(2.0)
+
+            # Every JobSet is finished, so no Job create is still to come: wait until the watch
+            # has seen every create the audit log holds, then take the final picture of every Job.
+            async def watch_caught_up() -> bool:
+                creates = _job_creates(control_plane.audit_events(user), namespace)
+                return len(creates) <= len(history.keys)
+
+            await _wait(watch_caught_up, "the watch seeing every Job create", 60, seed_note)
             await history.relist()
             final = await driver.jobsets()
             assert controller.proc is not None
@@ -473,15 +489,7 @@ async def test_sigkilled_controller_never_duplicates_double_counts_or_writes_for
             problems.append(f"duplicate Jobs for {key}: {[history.names[u] for u in uids]}")
     # The watch saw every Job the controller created (nothing slipped between observations).
     events = control_plane.audit_events(user)
-    created = [
-        e
-        for e in events
-        if e["verb"] == "create"
-        and e["stage"] == "ResponseComplete"
-        and (e.get("objectRef") or {}).get("resource") == "jobs"
-        and (e.get("objectRef") or {}).get("namespace") == namespace
-        and (e.get("responseStatus") or {}).get("code") == 201
-    ]
+    created = _job_creates(events, namespace)
     assert len(created) == len(history.keys), (
         f"{len(created)} Job creates in the audit log, {len(history.keys)} Jobs seen ({seed_note})"
     )

@@ -32,7 +32,7 @@ def start_command() -> tuple[subprocess.Popen[str], Path]:
 def wait_until_gone(marker: str, timeout: float = 15.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while (left := processes_mentioning(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.2)  # poll interval of the wait for the processes to exit
     return left
 
 

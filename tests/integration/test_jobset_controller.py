@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
+from tests.integration.conftest import Passes
+
 from jobset_controller.manager import Manager
-from jobset_controller.runtime.client import KubeClient, NotFound
+from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.polling import eventually
@@ -177,7 +178,7 @@ async def test_fail_jobset_rule_fails_at_once(
 
 
 async def test_blocking_recreate_waits_for_every_old_job_to_go(
-    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim
+    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim, passes: Passes
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(failurePolicy={"maxRestarts": 3, "restartStrategy": "BlockingRecreate"}))
@@ -190,9 +191,17 @@ async def test_blocking_recreate_waits_for_every_old_job_to_go(
 
     await eventually(all_old_jobs_deleting, "all old jobs deleting", 45.0)
     # Let one old Job go: with BlockingRecreate nothing may be created while the others remain.
+    mark = passes.mark()
     await kube.merge_patch(sim.job_path("js-leader-0"), {"metadata": {"finalizers": None}})
-    await asyncio.sleep(1.0)
-    assert [j["metadata"]["name"] for j in await sim.jobs()] == ["js-workers-0", "js-workers-1"]
+    # The Job's deletion enqueues its JobSet: wait for the pass that saw it gone.
+    key = f"{namespace}/js"
+    remaining = {"js-workers-0", "js-workers-1"}
+    await passes.first(
+        key, lambda p: p.job_names() == remaining, "a pass without js-leader-0", since=mark
+    )
+    planned = [p.plan.names_to_create() for p in passes.since(mark, key)]
+    assert all(names == [] for names in planned), planned
+    assert [j["metadata"]["name"] for j in await sim.jobs()] == sorted(remaining)
     await sim.collect_garbage()
 
     async def recreated() -> bool:
@@ -242,14 +251,15 @@ async def test_suspend_then_resume_propagates_a_changed_node_selector(
 
 
 async def test_foreign_managed_by_is_left_alone(
-    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim
+    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim, passes: Passes
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     await c.create(jobset(managedBy="kueue.x-k8s.io/multikueue"))
     await c.create(jobset("mine"))
-    await eventually(
-        lambda: _count(c, 3), "3 Jobs", 45.0
-    )  # our own JobSet was reconciled meanwhile
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)  # our own JobSet was reconciled
+    # The foreign one was looked at too, and the pass planned nothing at all.
+    looked = await passes.first(f"{namespace}/js", lambda p: True, "a pass of the foreign JobSet")
+    assert looked.plan.is_empty()
     assert all(n.startswith("mine-") for n in await c.job_names())
     assert (await c.get()).get("status") in (None, {})
 
@@ -277,7 +287,7 @@ async def test_ttl_deletes_a_finished_jobset(
 
 
 async def test_a_job_owned_by_another_jobset_uid_is_ignored(
-    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim
+    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim, passes: Passes
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     foreign = {
@@ -307,7 +317,32 @@ async def test_a_job_owned_by_another_jobset_uid_is_ignored(
     await sim.fail("js-stray")
     await c.create(jobset())
     await eventually(lambda: _count(c, 4), "4 Jobs", 45.0)
-    await asyncio.sleep(1.0)
+    # Once the failed stray is in the controller's Job cache, a pass of the JobSet must neither
+    # see it nor fail or restart for it. Reconcile the key directly so that the pass surely comes
+    # after the stray is cached (passes of its watch events may all have run before).
+    assert controller.controller is not None
+    jobsets = controller.controller
+    key = f"{namespace}/js"
+    await eventually(
+        lambda: f"{namespace}/js-stray" in jobsets.jobs.store, "the stray Job cached", 45.0
+    )
+    mark = passes.mark()
+
+    async def looked_with_the_stray_cached() -> bool:
+        await jobsets.reconcile(key)  # a pass skipped for a stale cache records nothing: again
+        return any(len(p.snapshot.jobs) == 3 for p in passes.since(mark, key))
+
+    await eventually(
+        looked_with_the_stray_cached,
+        "a pass with the three own Jobs",
+        45.0,
+        tolerate=(Conflict,),  # a worker's pass wrote first: reconcile again
+    )
+    for seen in passes.since(mark, key):
+        assert "js-stray" not in seen.job_names()
+        assert not seen.plan.failed
+        assert seen.plan.jobs_to_delete == ()
+        assert (seen.plan.status or {}).get("restarts", 0) == 0
     js = await c.get()
     assert condition(js, "Failed") is None
     assert js["status"]["restarts"] == 0
@@ -315,7 +350,7 @@ async def test_a_job_owned_by_another_jobset_uid_is_ignored(
 
 
 async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
-    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim
+    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim, passes: Passes
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     body = jobset(
@@ -346,7 +381,18 @@ async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
         return sum(int(s["ready"]) for s in statuses) == 3
 
     await eventually(ready, "ready", 45.0)
-    await asyncio.sleep(0.5)
+    key = f"{namespace}/js"
+
+    async def steady() -> bool:
+        # The pass that saw the JobSet as it is now (its own last status write included)
+        # planned nothing: no write of that pass is still to come.
+        version = (await c.get())["metadata"]["resourceVersion"]
+        return any(
+            p.snapshot.jobset.metadata.resource_version == version and p.writes_nothing()
+            for p in passes.since(0, key)
+        )
+
+    await eventually(steady, "a pass of the JobSet as it is that plans no write", 45.0)
     # Count every write the controller's client sends into this namespace (other tests' JobSets
     # in terminating namespaces may still be reconciled meanwhile; they are not ours to count).
     assert controller.controller is not None
@@ -359,12 +405,24 @@ async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
         return await original(method, path, **kwargs)
 
     client.request = recording  # type: ignore[method-assign]
+    mark = passes.mark()
     try:
         for _ in range(5):  # nudge: reconcile the same unchanged state again and again
-            await controller.controller.reconcile(f"{namespace}/js")
-        await asyncio.sleep(1.0)  # and let any event-driven reconcile run too
+            await controller.controller.reconcile(key)
+        # And a pass driven by a watch event, as the workers run them: a change the controller
+        # has nothing to do about (an annotation of ours) enqueues the key.
+        await kube.merge_patch(c.path("js"), {"metadata": {"annotations": {"test/nudge": "1"}}})
+        await passes.first(
+            key,
+            lambda p: p.snapshot.jobset.metadata.annotations.get("test/nudge") == "1",
+            "a pass that saw the annotation",
+            since=mark,
+        )
     finally:
         client.request = original  # type: ignore[method-assign]
+    # Every pass since planned no write (so none of theirs is still in flight), and none was
+    # sent.
+    assert [p.plan for p in passes.since(mark, key) if not p.writes_nothing()] == []
     ours = [(m, p) for m, p in sent if m != "GET" and f"/namespaces/{namespace}/" in p]
     assert ours == []
 

@@ -14,11 +14,31 @@ from jobset_controller.runtime.leaderelection import (
     LeaderElector,
     LeadershipLost,
 )
+from jobset_controller_dev.envtest.polling import eventually
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
 
 
-def elector(kube: KubeClient, namespace: str, identity: str) -> LeaderElector:
+class CountingElector(LeaderElector):
+    """A candidate that records each finished attempt as (monotonic start, won), so a test waits
+    for the attempts it reasons about instead of sleeping."""
+
+    def __init__(self, kube: KubeClient, config: LeaderElectionConfig) -> None:
+        super().__init__(kube, config)
+        self.attempts: list[tuple[float, bool]] = []
+
+    async def try_acquire_or_renew(self) -> bool:
+        started = time.monotonic()
+        won = await super().try_acquire_or_renew()
+        self.attempts.append((started, won))
+        return won
+
+    def lost_since(self, moment: float) -> int:
+        """Attempts started after ``moment`` that did not get the Lease."""
+        return sum(1 for started, won in self.attempts if started > moment and not won)
+
+
+def elector(kube: KubeClient, namespace: str, identity: str) -> CountingElector:
     config = LeaderElectionConfig(
         namespace=namespace,
         identity=identity,
@@ -27,7 +47,7 @@ def elector(kube: KubeClient, namespace: str, identity: str) -> LeaderElector:
         renew_deadline=RENEW,
         retry_period=RETRY,
     )
-    return LeaderElector(kube, config)
+    return CountingElector(kube, config)
 
 
 async def lease_holder(kube: KubeClient, namespace: str) -> str:
@@ -49,11 +69,20 @@ async def stop(task: asyncio.Task[None]) -> None:
 async def test_exactly_one_candidate_holds_the_lease(kube: KubeClient, namespace: str) -> None:
     a, b = elector(kube, namespace, "a"), elector(kube, namespace, "b")
     tasks = [asyncio.create_task(lead(a)), asyncio.create_task(lead(b))]
-    await asyncio.sleep(LEASE * 2)  # long enough for the loser to have retried several times
     try:
+        await eventually(lambda: a.is_leader or b.is_leader, "a leader", 30)
+        won_at = time.monotonic()
+        winner, loser = (a, b) if a.is_leader else (b, a)
+        # The loser keeps trying; wait for an attempt of its that started more than a lease
+        # duration after the win (so an unrenewed Lease would have run out) and failed.
+        await eventually(
+            lambda: loser.lost_since(won_at + LEASE) >= 1,
+            "the loser's attempt a lease duration after the win",
+            30,
+        )
         assert [a.is_leader, b.is_leader].count(True) == 1
-        winner = "a" if a.is_leader else "b"
-        assert await lease_holder(kube, namespace) == winner
+        assert winner.is_leader
+        assert await lease_holder(kube, namespace) == winner.config.identity
     finally:
         for task in tasks:
             await stop(task)
@@ -68,7 +97,8 @@ async def test_standby_takes_over_when_the_leader_goes_away(
     renewing = asyncio.create_task(first.renew_until_lost())
     second = elector(kube, namespace, "second")
     standby = asyncio.create_task(second.acquire())
-    await asyncio.sleep(RETRY * 3)
+    # Three failed attempts while the first renews: the standby has tried, and not taken over.
+    await eventually(lambda: second.lost_since(0.0) >= 3, "three attempts of the standby", 30)
     assert not standby.done()
     await stop(renewing)
     if graceful:

@@ -28,7 +28,7 @@ a thread, must answer 200 every time, each answer within 5 s.
 
 from __future__ import annotations
 
-import asyncio
+import json
 import threading
 import time
 import urllib.error
@@ -243,17 +243,40 @@ async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_control
             )
 
         await eventually(restart_job_refused, "huge's RestartJob path", 30)
-        await asyncio.sleep(2.0)  # a few more passes of huge's refused creates
+        # Huge stays in its loop of refused creates (retried with backoff): /healthz must keep
+        # answering meanwhile. Wait for five more answers, not for a fixed time.
+        polls = poller.polls
+        await eventually(lambda: poller.polls >= polls + 5, "five more /healthz polls", 30)
     finally:
         poller.stop()
     assert controller_process.proc.poll() is None, controller_process.log.read_text()[-3000:]
+    refused = refused_passes(controller_process.log, quota_namespace, "huge")
     with capsys.disabled():
         print(
             f"\n  loop stall: normal JobSet Completed {took:.2f} s after its Jobs; /healthz "
-            f"{poller.polls} polls, slowest {poller.slowest:.3f} s, {len(poller.failures)} failed"
+            f"{poller.polls} polls, slowest {poller.slowest:.3f} s, {len(poller.failures)} failed;"
+            f" {refused} refused passes of huge"
         )
+    assert refused >= 1  # the hostile passes did run while /healthz was polled
     assert poller.polls >= 5
     assert poller.failures == []
+
+
+def refused_passes(log: Path, namespace: str, name: str) -> int:
+    """Passes of JobSet ``namespace/name`` that failed (the worker's log records of them)."""
+    count = 0
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(record, dict)
+            and record.get("msg") == "reconcile failed, will retry with backoff"
+            and (record.get("namespace"), record.get("jobset")) == (namespace, name)
+        ):
+            count += 1
+    return count
 
 
 async def _is_some(value: Awaitable[object]) -> bool:

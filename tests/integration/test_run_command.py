@@ -7,7 +7,9 @@ the API server's audit log tells the processes apart and a grant they lack fails
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import json
 import os
 import signal
 import subprocess
@@ -106,8 +108,33 @@ def wait_for(check: Callable[[], bool], within: float, what: str) -> float:
     while not check():
         if time.monotonic() - started > within:
             raise AssertionError(f"{what} not reached within {within} s")
-        time.sleep(0.1)
+        time.sleep(0.1)  # poll interval of the wait for `check`
     return time.monotonic() - started
+
+
+def log_records(log: Path) -> list[dict[str, Any]]:
+    """The JSON records of a process's log so far (lines that are not JSON are skipped)."""
+    records = []
+    for line in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def lease_reads(control_plane: ControlPlane, user: str) -> int:
+    """How many GETs of the Lease ``user`` has finished, by the audit log."""
+    return len(
+        {
+            e["auditID"]
+            for e in control_plane.audit_events(user)
+            if e["verb"] == "get"
+            and e["stage"] == "ResponseComplete"
+            and (e.get("objectRef") or {}).get("resource") == "leases"
+            and (e.get("objectRef") or {}).get("name") == LEASE_NAME
+        }
+    )
 
 
 @pytest.fixture
@@ -190,7 +217,17 @@ def test_not_ready_until_caches_sync(
     controller = Controller(restricted, config_file, tmp_path / "nobody.log")
     try:
         wait_for(lambda: controller.get(controller.health_port, "/healthz")[0] == 200, 30, "live")
-        time.sleep(1.0)
+
+        def list_refused_twice() -> bool:
+            # The JobSet informer has listed, been refused, backed off and listed again.
+            refusals = [
+                r
+                for r in log_records(controller.log)
+                if r.get("msg") == "list/watch failed" and r.get("resource") == "jobsets"
+            ]
+            return len(refusals) >= 2
+
+        wait_for(list_refused_twice, 30, "two refused lists of JobSets")
         status, body = controller.get(controller.health_port, "/readyz")
         assert status == 500
         assert "informers" in body
@@ -200,15 +237,20 @@ def test_not_ready_until_caches_sync(
 
 
 def test_one_leader_and_takeover_after_kill_and_after_sigterm(
-    start: Callable[[], Controller], capsys: pytest.CaptureFixture[str]
+    control_plane: ControlPlane,
+    start: Callable[[], Controller],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     first, second = start(), start()
     wait_for(lambda: first.is_leader() or second.is_leader(), 30, "a leader")
-    time.sleep(RETRY * 3)
-    leaders = [c for c in (first, second) if c.is_leader()]
-    assert len(leaders) == 1
-    leader = leaders[0]
+    leader = first if first.is_leader() else second
     standby = second if leader is first else first
+    # The standby has read the Lease three more times since (the audit log counts its reads)
+    # and still does not lead.
+    reads = lease_reads(control_plane, standby.user)
+    wait_for(lambda: lease_reads(control_plane, standby.user) >= reads + 3, 30, "standby retries")
+    leaders = [c for c in (first, second) if c.is_leader()]
+    assert leaders == [leader]
     assert standby.metric(f'leader_election_master_status{{name="{LEASE_NAME}"}}') == 0.0
 
     os.kill(leader.proc.pid, signal.SIGKILL)

@@ -141,7 +141,7 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
     try:
         while manager.webhook_port is None:
             assert not task.done(), "manager stopped early"
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # poll interval of the wait for the listening port
         name = f"m-{namespace}"
         url = f"https://127.0.0.1:{manager.webhook_port}{MUTATE_PATH}"
         await kube.create(

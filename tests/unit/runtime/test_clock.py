@@ -12,7 +12,7 @@ from jobset_controller.runtime.clock import Clock, FakeClock, RealClock, wait_fo
 async def record_wake(
     clock: Clock, seconds: float, label: str, woken: list[tuple[str, float]]
 ) -> None:
-    await clock.sleep(seconds)
+    await clock.sleep(seconds)  # the sleep under test
     woken.append((label, clock.now()))
 
 
@@ -75,7 +75,7 @@ async def test_sleep_started_by_a_woken_task_within_the_same_advance_is_honoured
 
     async def ticker() -> None:
         for _ in range(3):
-            await clock.sleep(1.0)
+            await clock.sleep(1.0)  # the sleep under test
             ticks.append(clock.now())
 
     task = asyncio.create_task(ticker())
@@ -105,7 +105,7 @@ async def test_cancelled_sleeper_is_skipped() -> None:
 @pytest.mark.parametrize("seconds", [0.0, -1.0], ids=["zero", "negative"])
 async def test_non_positive_sleep_returns_without_time_passing(seconds: float) -> None:
     clock = FakeClock()
-    await asyncio.wait_for(clock.sleep(seconds), timeout=1.0)
+    await asyncio.wait_for(clock.sleep(seconds), timeout=1.0)  # the sleep under test
     assert clock.now() == 0.0
     assert clock.pending_sleepers == 0
 
@@ -123,7 +123,7 @@ async def test_real_clock_is_the_monotonic_clock_of_the_event_loop() -> None:
     now = clock.now()
     assert before <= now <= time.monotonic()
     assert abs(now - asyncio.get_running_loop().time()) < 1.0
-    await clock.sleep(0)
+    await clock.sleep(0)  # the sleep under test
 
 
 def test_real_clock_works_without_a_running_loop() -> None:
@@ -155,7 +155,7 @@ async def test_wait_for_times_out_on_the_clock_and_cancels_the_work(clock: FakeC
 
 async def test_wait_for_returns_the_result_and_stops_the_timer(clock: FakeClock) -> None:
     async def soon() -> str:
-        await clock.sleep(1.0)
+        await clock.sleep(1.0)  # virtual: the advance below ends it
         return "done"
 
     waiting = asyncio.create_task(wait_for(clock, soon(), 5.0))

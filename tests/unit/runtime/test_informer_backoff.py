@@ -48,7 +48,7 @@ class TimedClient:
             raise step
         if step is not None:
             yield UPDATE
-            await self.clock.sleep(step)
+            await self.clock.sleep(step)  # open `step` virtual seconds
 
 
 @contextlib.asynccontextmanager

@@ -1,5 +1,6 @@
 """The informer's list/watch loop, following client-go's reflector, against an in-memory client:
-which resourceVersion each request uses, when it relists, and when it backs off."""
+which resourceVersion each request uses, when it relists, and when it backs off. Time is virtual
+(FakeClock): a watch that "lasts" and the backoff waits pass without real sleeping."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from jobset_controller.runtime.client import Gone
+from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.informer import Informer
 from jobset_controller.runtime.resources import Resource
 
@@ -26,6 +28,7 @@ class ScriptedClient:
         self.lists, self.watches = lists, watches
         self.calls: list[tuple[str, str]] = []
         self.idle = asyncio.Event()
+        self.clock = FakeClock()
 
     async def get(self, path: str, **params: Any) -> dict[str, Any]:
         self.calls.append(("list", params["resourceVersion"]))
@@ -48,16 +51,30 @@ class ScriptedClient:
             raise script
         for event in script:
             yield event
-        await asyncio.sleep(1.1)  # a normal watch lasts; under 1 s without events is "very short"
+        await self.clock.sleep(
+            1.1
+        )  # a normal watch lasts; under 1 s without events is "very short"
 
 
 async def run_until_idle(client: ScriptedClient) -> Informer:
-    informer = Informer(client, CONFIGMAPS, backoff_initial=0.01)  # type: ignore[arg-type]
+    informer = Informer(
+        client,  # type: ignore[arg-type]
+        CONFIGMAPS,
+        backoff_initial=0.01,
+        clock=client.clock,
+    )
     task = asyncio.create_task(informer.run())
-    await asyncio.wait_for(client.idle.wait(), 10)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    try:
+        for _ in range(120):  # up to a virtual minute: the scripts need a few seconds at most
+            if client.idle.is_set():
+                break
+            await client.clock.advance(0.5)
+        else:
+            raise AssertionError("the informer did not reach the end of its script")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     return informer
 
 

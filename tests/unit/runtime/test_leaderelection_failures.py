@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.http1 import TransportError
 from jobset_controller.runtime.leaderelection import (
+    JITTER_FACTOR,
     LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
@@ -42,41 +44,55 @@ class FlakyLeaseClient:
         return dict(body)
 
 
-def elector(client: FlakyLeaseClient) -> LeaderElector:
+def elector(client: FlakyLeaseClient, clock: FakeClock) -> LeaderElector:
     config = LeaderElectionConfig(
         namespace="ns", identity="me", lease_duration=1.5, renew_deadline=1.0, retry_period=0.2
     )
-    return LeaderElector(client, config)  # type: ignore[arg-type]
+    return LeaderElector(client, config, clock=clock)  # type: ignore[arg-type]
 
 
-async def test_a_dropped_connection_during_renewal_is_retried_not_fatal() -> None:
+async def test_a_dropped_connection_during_renewal_is_retried_not_fatal(clock: FakeClock) -> None:
     client = FlakyLeaseClient()
-    leader = elector(client)
+    leader = elector(client, clock)
     await leader.acquire()
     renewing = asyncio.create_task(leader.renew_until_lost())
-    await asyncio.sleep(0.3)
+    await clock.advance(0.3)  # renewed at 0 and 0.2
     client.failures_left = 2  # the fast path and the next GET fail, then it recovers
-    await asyncio.sleep(0.8)
+    renewed_before = client.version
+    await clock.advance(1.2)  # past the 1 s renew deadline of the round that failed at 0.4
+    assert client.failures_left <= 0  # both failures were met
+    assert client.version > renewed_before  # and later renewals succeeded
     assert not renewing.done()
     assert leader.is_leader
     renewing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await renewing
 
 
-async def test_renewal_failing_past_the_deadline_is_lost_leadership() -> None:
+async def test_renewal_failing_past_the_deadline_is_lost_leadership(clock: FakeClock) -> None:
     client = FlakyLeaseClient()
-    leader = elector(client)
+    leader = elector(client, clock)
     await leader.acquire()
     client.always_fail = True
+    renewing = asyncio.create_task(leader.renew_until_lost())
+    await clock.advance(0.99)
+    assert not renewing.done()  # still within the renew deadline of 1 s
+    assert leader.is_leader
+    await clock.advance(0.01)
+    assert renewing.done()
     with pytest.raises(LeadershipLost):
-        await asyncio.wait_for(leader.renew_until_lost(), 3.0)
+        renewing.result()
     assert not leader.is_leader
 
 
-async def test_a_dropped_connection_while_standing_by_is_retried() -> None:
+async def test_a_dropped_connection_while_standing_by_is_retried(clock: FakeClock) -> None:
     client = FlakyLeaseClient()
     client.failures_left = 3
-    candidate = elector(client)
-    await asyncio.wait_for(candidate.acquire(), 5.0)
+    candidate = elector(client, clock)
+    acquiring = asyncio.create_task(candidate.acquire())
+    await clock.advance(3 * 0.2 * (1 + JITTER_FACTOR))  # three retries, at the largest jitter
+    assert acquiring.done()
+    acquiring.result()
     assert candidate.is_leader
     assert client.lease is not None
     assert client.lease["spec"]["holderIdentity"] == "me"

@@ -26,7 +26,7 @@ class LateClock:
     async def sleep(self, seconds: float) -> None:
         if not self._lags:
             await asyncio.Event().wait()
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a loop turn, as a timer's wake-up gives; no real time
         self._now += seconds + self._lags.pop(0)
 
 
@@ -36,7 +36,7 @@ async def run_until(monitor: LoopLagMonitor, samples: int) -> None:
         for _ in range(1000):
             if monitor.samples >= samples:
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a loop turn per check; LateClock time is virtual
         assert monitor.samples == samples
     finally:
         task.cancel()

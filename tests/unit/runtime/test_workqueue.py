@@ -280,7 +280,7 @@ async def test_drain_waits_for_workers_still_taking_queued_keys(
                 key = await queue.get()
             except QueueShutDown:
                 return
-            await clock.sleep(1.0)
+            await clock.sleep(1.0)  # a reconcile taking 1 s of virtual time
             processed.append(key)
             queue.done(key)
 
@@ -470,10 +470,10 @@ async def test_get_yields_to_the_loop_even_with_keys_queued(queue: WorkQueue[str
         nonlocal ticks
         while True:
             ticks += 1
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one loop turn per tick: counts the turns others get
 
     other_task = asyncio.create_task(other())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: `other` starts ticking
     before = ticks
     for _ in range(3):
         key = await queue.get()  # never blocks: the keys are queued
