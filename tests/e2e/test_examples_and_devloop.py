@@ -74,7 +74,7 @@ def test_dev_loop_runs_an_example_then_stays_up_until_ctrl_c(tmp_path: Path) -> 
         while "Ctrl-C stops everything." not in log.read_text():
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
+            time.sleep(0.5)  # poll interval of the wait for the log line
         output = log.read_text()
         assert "==> JobSet coordinator Completed" in output
         assert "export KUBECONFIG=" in output
@@ -84,7 +84,7 @@ def test_dev_loop_runs_an_example_then_stays_up_until_ctrl_c(tmp_path: Path) -> 
         assert proc.wait(timeout=60) == 0, log.read_text()
         deadline = time.monotonic() + 15
         while processes_mentioning(workdir) and time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.2)  # poll interval of the wait for the exit
         assert processes_mentioning(workdir) == []
     finally:
         if proc.poll() is None:

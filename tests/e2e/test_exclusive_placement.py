@@ -124,7 +124,7 @@ def wait_bound(
         if time.monotonic() > deadline:
             state = [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]
             raise AssertionError(f"{js}: {count} pods not bound in {timeout} s: {state}")
-        time.sleep(0.3)
+        time.sleep(0.3)  # poll interval of the wait for the bound pods
 
 
 def rack_of(cluster: FullCluster, node: str) -> str:
@@ -256,7 +256,7 @@ def test_exclusivity_holds_only_among_equal_priorities(
         ]
         if refused or time.monotonic() > deadline:
             break
-        time.sleep(0.3)
+        time.sleep(0.3)  # poll interval of the wait for the refusal
     assert same, "the equal-priority JobSet has no pods"
     assert refused, "the scheduler never refused the equal-priority leader"
     assert not any(p["spec"].get("nodeName") for p in same), "equal priority shared a rack"

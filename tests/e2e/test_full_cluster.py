@@ -187,7 +187,12 @@ def test_run_forever_pod_stays_running_and_ready(full_cluster: FullCluster, name
     )
     (started,) = wait_pods(full_cluster, namespace, "server", 1, running_and_ready)
 
-    time.sleep(full_cluster.pod_run_duration + 0.5)  # longer than any other pod runs
+    # A witness: an ordinary pod started after the server's runs its course and ends, so kwok
+    # has had the time and the turn to end the server's pod too, had it been an ordinary one.
+    create(full_cluster, jobs_path(namespace), job("witness"))
+    full_cluster.wait_for(
+        f"{jobs_path(namespace)}/witness", lambda j: condition_true(j, "Complete")
+    )
 
     (pod,) = pods(full_cluster, namespace, "server")
     assert running_and_ready(pod)
@@ -424,7 +429,7 @@ def test_full_command_children_die_with_a_killed_parent() -> None:
         proc.wait()
         deadline = time.monotonic() + 15
         while processes_mentioning(marker) and time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.2)  # poll interval of the wait for the processes to exit
         assert processes_mentioning(marker) == []
     finally:
         if proc.poll() is None:

@@ -216,7 +216,7 @@ def scrape_config(job: str, address: str, token: Path) -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while not port_open(address):
         assert time.monotonic() < deadline, f"{address} never listened"
-        time.sleep(0.2)
+        time.sleep(0.2)  # poll interval of the wait for the port
     if speaks_tls(address):
         return https_scrape_config(job, address, token)
     return {"job_name": job, "static_configs": [{"targets": [address]}]}
@@ -245,7 +245,7 @@ def check_scrape(scrapes: list[dict[str, Any]], namespace: str, tmp_path: Path) 
             missing = {name: sorted(where) for name, where in wanted.items() if name not in scraped}
             if not missing or time.monotonic() > deadline:
                 break
-            time.sleep(1)
+            time.sleep(1)  # poll interval of the wait for every series
         assert not missing, f"queried but never scraped: {missing}"
         # Every expression runs (parses, and its metrics have the labels it selects on).
         for expression in dashboard_expressions(DASHBOARD):

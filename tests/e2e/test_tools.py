@@ -79,7 +79,7 @@ def wait_until(what: str, check: Any, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
+        time.sleep(0.3)  # poll interval of the wait for `check`
 
 
 def test_plan_predicts_the_jobs_and_service_the_controller_creates(

@@ -83,7 +83,7 @@ def jobset_controller(cluster: FullCluster, log_name: str) -> Iterator[subproces
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"jobset-controller not ready:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
+        time.sleep(0.2)  # poll interval of the wait for /readyz
     try:
         yield proc
     finally:

@@ -51,9 +51,8 @@ class ScriptedClient:
             raise script
         for event in script:
             yield event
-        await self.clock.sleep(
-            1.1
-        )  # a normal watch lasts; under 1 s without events is "very short"
+        # A normal watch lasts (virtual time); under 1 s without events is "very short".
+        await self.clock.sleep(1.1)
 
 
 async def run_until_idle(client: ScriptedClient) -> Informer:

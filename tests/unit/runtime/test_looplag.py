@@ -91,7 +91,7 @@ async def test_blocking_the_loop_shows_up_as_lag() -> None:
         for _ in range(20):  # the overdue wake-up runs within a few loop iterations
             if monitor.samples:
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a loop turn per check
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -154,7 +154,7 @@ async def test_a_cancelled_stop_still_cancels_the_groups_tasks() -> None:
     )
     await runnables.start(Group.LEADER)
     stopping = asyncio.create_task(runnables.stop(Group.LEADER, budget=20))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: the stop starts and hangs in `hang`
     stopping.cancel()
     await asyncio.gather(stopping, return_exceptions=True)
     assert order == ["cancelled"]
