@@ -51,6 +51,8 @@ from jobset_controller.api.placement import (
     LEADER_FOLLOWER,
     PLACEMENT_GATE,
     PLACEMENT_LABEL,
+    POD_MUTATING_WEBHOOK,
+    POD_VALIDATING_WEBHOOK,
 )
 from jobset_controller.controller.resources import PODS
 from jobset_controller.runtime.client import ApiError, KubeClient
@@ -123,7 +125,7 @@ def follower_was_handled(reply: Mapping[str, Any] | None, refusal: str | None) -
     if reply is not None:
         gates = (reply.get("spec") or {}).get("schedulingGates") or ()
         return any(gate.get("name") == PLACEMENT_GATE for gate in gates)
-    return refusal is not None and '"vpod.kb.io"' in refusal
+    return refusal is not None and f'"{POD_VALIDATING_WEBHOOK}"' in refusal
 
 
 class PlacementMode:
@@ -220,7 +222,10 @@ class PlacementMode:
         except Exception as error:  # a transport failure: stay safe
             return False, f"leader probe failed: {error}"
         if not leader_was_mutated(leader):
-            return False, "the API server does not call the pod mutating webhook (mpod.kb.io)"
+            return (
+                False,
+                f"the API server does not call the pod mutating webhook ({POD_MUTATING_WEBHOOK})",
+            )
         reply: dict[str, Any] | None = None
         refusal: str | None = None
         try:
@@ -230,5 +235,8 @@ class PlacementMode:
         except Exception as error:
             return False, f"follower probe failed: {error}"
         if not follower_was_handled(reply, refusal):
-            return False, "followers are not handled by the pod webhooks (vpod.kb.io)"
+            return (
+                False,
+                f"followers are not handled by the pod webhooks ({POD_VALIDATING_WEBHOOK})",
+            )
         return True, "the API server calls the pod webhooks"

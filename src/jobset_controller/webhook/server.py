@@ -1,4 +1,4 @@
-"""The webhook HTTPS server (upstream's paths, port 9443 by default).
+"""The webhook HTTPS server (upstream's paths; the port is the Configuration's `webhook.port`).
 
 TLS: the caller passes the `ssl_context` to serve with. This package may not import runtime (save
 the generic HTTP server this module serves with, runtime/http1server.py), so it neither builds nor
@@ -121,7 +121,7 @@ class WebhookServer:
         features: FeatureGates,
         ssl_context: ssl.SSLContext,
         host: str = "",
-        port: int = 9443,
+        port: int,
         registry: CollectorRegistry | None = None,
         pod_lookups: Lookups | None = None,
         follower_mode: FollowerMode = FollowerMode.REJECT,

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from jobset_controller.api import FeatureGates
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.client import KubeClient, NotFound
+from jobset_controller.runtime.servingtls import pair_context
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
 from jobset_controller_dev.envtest.controlplane import ControlPlane
 
@@ -101,8 +103,8 @@ async def jobset_webhooks_served(
         f"webhook-{namespace}", common_name="webhook", dns_names=("localhost",),
         ip_addresses=("127.0.0.1",), server=True,
     )  # fmt: skip
-    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    (cert_dir / CERT_FILE).write_bytes(pair.cert.read_bytes())
+    (cert_dir / KEY_FILE).write_bytes(pair.key.read_bytes())
 
     async def lookup(ns: str, name: str) -> dict[str, Any] | None:
         try:
@@ -111,7 +113,11 @@ async def jobset_webhooks_served(
             return None
 
     server = WebhookServer(
-        lookup_claim=lookup, features=features, cert_dir=cert_dir, host="127.0.0.1", port=0
+        lookup_claim=lookup,
+        features=features,
+        ssl_context=pair_context(cert_dir),
+        host="127.0.0.1",
+        port=0,
     )
     await server.start()
     base = f"https://127.0.0.1:{server.port}"
