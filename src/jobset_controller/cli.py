@@ -222,6 +222,7 @@ def _run(args: argparse.Namespace) -> int:
     from jobset_controller.runtime.clock import RealClock
     from jobset_controller.runtime.logging import configure_logging
     from jobset_controller.runtime.ratelimit import client_throttle
+    from jobset_controller.runtime.rlimit import raise_open_files_limit
 
     try:
         config = load_configuration(args.config)
@@ -284,6 +285,10 @@ def _run(args: argparse.Namespace) -> int:
             name.strip() for name in args.webhook_cert_extra_sans.split(",") if name.strip()
         ),
     )
+
+    # Like a Go program at start: the soft open-files limit up to the hard one (logged), so a
+    # burst of connections to the served ports meets the hard limit, not a low default.
+    raise_open_files_limit()
 
     async def main() -> int:
         manager = Manager(options)
