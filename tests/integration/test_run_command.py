@@ -230,7 +230,7 @@ def test_not_ready_until_caches_sync(
         wait_for(list_refused_twice, 30, "two refused lists of JobSets")
         status, body = controller.get(controller.health_port, "/readyz")
         assert status == 500
-        assert "informers" in body
+        assert "[-]informer-jobsets failed" in body
         assert controller.proc.poll() is None
     finally:
         controller.stop()
