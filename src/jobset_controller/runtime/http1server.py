@@ -6,22 +6,31 @@ the first probe could answer (a third of the time from process start to /readyz)
 per admission request than the admission decision itself.
 
 What it guarantees:
-- Requests are read with limits: the request line and headers at most 64 KiB (else 431), a body
-  at most `max_body` bytes (else 413, before reading it), one Content-Length of ASCII digits
-  (else 400: a second one could make a proxy in front frame the request differently); a
-  request with Transfer-Encoding gets 411 (the API server, Prometheus and kubelet all send a
-  length). Each of those answers closes the connection.
+- Requests are parsed by llhttp (``httptools``, Node.js's parser), fed only the bytes that
+  arrive, each once, and answered as Go's net/http answers them: 400 for a control character in
+  a header value (NUL, a bare CR), an invalid header name (a space inside), bare-LF line ends,
+  obsolete folding, a Content-Length that is not digits (HTTP's own whitespace aside: no
+  ``str.strip``, which would take ``\\xa0``), doubled, or sent with Transfer-Encoding; 505 for
+  a version other than HTTP/1.0 and 1.1 (an HTTP/2 preface included). The head is at most 64 KiB
+  (else 431), a body at most `max_body` bytes (else 413, before reading it). A POST, PUT or PATCH
+  without Content-Length, and any Transfer-Encoding, get 411 (the API server, Prometheus and
+  kubelet all send a length).
+- A refusal closes the connection with a lingering close: our end is shut (FIN) and what the
+  client still sends is read and dropped until its EOF or `_LINGER` seconds, so the kernel does
+  not answer unread input with a reset that could discard the answer before it is read.
 - A client has `header_timeout` seconds for the TLS handshake, for the head of a request once
-  the connection opened or the request started, and again for its body once the head is in
-  (a slow or stalled client cannot hold a connection open); an idle keep-alive connection is
-  closed after `idle_timeout`.
-- One request at a time per connection, in order (pipelined requests wait their turn; reading
-  pauses once more than 64 KiB of them is waiting). `Connection: close` and HTTP/1.0 without
-  keep-alive close after the answer; `Expect: 100-continue` is answered; an answer to HEAD has
-  no body.
-- A handler that raises (or answers what cannot be encoded) gets the client a 500 with a fixed
-  text; the error is logged with the
-  server, method and path only (never headers or body). A client that goes away cancels its
+  the connection opened or the request started, and again, fresh, for its body once the head is
+  in (a slow or stalled client cannot hold a connection open); an idle keep-alive connection is
+  closed after `idle_timeout`, and so is one whose client does not read its answers.
+- One request at a time per connection, in order. Reading pauses while a whole pipelined
+  request waits its turn, and while the client does not read what was written (the transport's
+  `pause_writing`): a client pipelining requests without reading answers fills its own socket
+  buffers, not our memory. `Connection: close` and HTTP/1.0 without keep-alive close after the
+  answer; `Expect: 100-continue` is answered; an answer to HEAD has no body.
+- A handler has `handler_timeout` seconds (then 503); one that raises (or answers what cannot
+  be encoded), or is cancelled by something of its own, gets the client a 500 with a fixed text
+  and the connection goes on; the error is logged with the server, method and path only (never
+  headers or body). A client that goes away (or half-closes, as Go reads it) cancels its
   handler.
 - Routing is by exact path, then method (404 and 405 otherwise); a `fallback` handler may take
   the paths no route names (the health server's `/<endpoint>/<check>`).
@@ -42,15 +51,17 @@ import http
 import socket
 import ssl
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+import httptools
 import structlog
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from jobset_controller.runtime.http1 import check_header_value, content_length, keeps_alive
+from jobset_controller.runtime.http1 import check_header_value, content_length
 
 log = structlog.get_logger("httpserver")
 
@@ -61,6 +72,9 @@ _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, 
 ACCEPT_BACKOFF_FIRST: Final = 0.005
 ACCEPT_BACKOFF_MAX: Final = 1.0
 _LISTEN_BACKLOG: Final = 128
+_LINGER: Final = 2.0  # seconds a refused client has to read its answer and stop sending
+# Methods whose request has a body: without a Content-Length it cannot be framed (411).
+_METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
 
 
 class AcceptErrors(Collector):
@@ -165,6 +179,7 @@ class HttpServer:
         max_body: int = 1 << 20,
         header_timeout: float = 10.0,
         idle_timeout: float = 120.0,
+        handler_timeout: float = 30.0,
     ) -> None:
         self.routes = routes
         self.name = name
@@ -173,6 +188,7 @@ class HttpServer:
         self.max_body = max_body
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
+        self.handler_timeout = handler_timeout
         self._sockets: list[socket.socket] = []
         self._accepting: list[asyncio.Task[None]] = []
         self._opening: set[asyncio.Task[None]] = set()  # accepted, in their TLS handshake
@@ -287,19 +303,49 @@ def _refuse(reply: Reply) -> Handler:
     return refuse
 
 
+class _Stop(Exception):
+    """Raised from a parser callback to stop parsing: a refusal is queued, nothing after it
+    on this connection will be read as a request."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """An answer the server gives instead of a handler's, after which the connection closes."""
+
+    reply: Reply
+
+
 class _ServerConnection(asyncio.Protocol):
-    """One client connection: reads a request, runs its handler, writes the answer, repeats."""
+    """One client connection: parses requests (httptools), runs their handlers one at a time, in
+    order, writes the answers, and closes with a lingering close after a refusal.
+
+    The parser's callbacks (``on_url``, ``on_header``...) build each request; a whole one is
+    queued. Reading pauses while a queued request waits or the client does not read what was
+    written (``pause_writing``), so neither pipelined requests nor unread answers pile up.
+    """
 
     def __init__(self, server: HttpServer) -> None:
         self._server = server
         self._transport: asyncio.Transport | None = None
-        self._buffer = bytearray()
+        self._parser = httptools.HttpRequestParser(self)
+        # Whole requests (with whether the connection stays open after each) and refusals.
+        self._queue: deque[tuple[Request, bool] | _Refusal] = deque()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_idle = False  # the timer is the keep-alive one, not a request's
-        self._head: tuple[str, str, str, dict[str, str], bool] | None = None
-        self._length = 0
-        self._continued = False
+        self._timer_kind = ""
+        self._parsing = True  # False after a refusal: the rest of the input is not requests
+        self._writing_paused = False
+        self._lingering = False
+        self._peer_done = False  # the client sent EOF
+        # The message being parsed.
+        self._in_message = False
+        self._in_body = False
+        self._head_size = 0
+        self._fed_in_head = 0
+        self._url = bytearray()
+        self._headers: dict[str, str] = {}
+        self._body = bytearray()
+        self._upgrade = False
 
     # ---- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -309,152 +355,271 @@ class _ServerConnection(asyncio.Protocol):
             transport.abort()
             return
         self._server._connections.add(self)
-        self._arm(self._server.header_timeout)
+        self._arm("head", self._server.header_timeout)
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        if self._task is None:
-            self._next()
-        elif len(self._buffer) > _HEAD_LIMIT and self._transport is not None:
-            self._transport.pause_reading()  # a pipelined request waits for the running one
+        if self._lingering:
+            return  # read and dropped, so that closing does not reset what was answered
+        if not self._parsing:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Upgrade or CONNECT: the request is answered as any other (nothing is upgraded)
+            # and the connection closes after it; what follows is not HTTP/1.1.
+            self._parsing = False
+        except httptools.HttpParserCallbackError as error:
+            if not isinstance(error.__context__, _Stop):
+                raise
+        except httptools.HttpParserError as error:
+            self._refuse_parse_error(error)
+        else:
+            if self._in_message and not self._in_body:
+                self._fed_in_head += len(data)
+                if self._fed_in_head > 2 * _HEAD_LIMIT:  # one header line without end
+                    self._refuse(Reply.text("request headers too large\n", 431))
+        if self._task is not None and self._queue and self._transport is not None:
+            self._transport.pause_reading()  # a whole request waits: read no further for now
+        self._continue()
+
+    def eof_received(self) -> bool:
+        """The client's end: the transport closes, and a running handler is cancelled, as Go's
+        server cancels a request's context when its connection reads EOF; during a lingering
+        close it is the end that was waited for."""
+        self._peer_done = True
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._server._connections.discard(self)
         self._disarm()
         if self._task is not None:
             self._task.cancel()
+        self._queue.clear()
         self._transport = None
+
+    def pause_writing(self) -> None:
+        """The client does not read its answers: stop reading its requests until it does."""
+        self._writing_paused = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+        self._arm("write", self._server.idle_timeout)
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._timer_kind == "write":
+            self._disarm()
+        self._continue()
 
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
 
-    # ---- reading
-    def _next(self) -> None:
-        """Parse what is buffered; start the handler once a whole request is in."""
-        if self._head is None:
-            end = self._buffer.find(b"\r\n\r\n", 0, _HEAD_LIMIT + 4)
-            if end < 0:
-                if len(self._buffer) > _HEAD_LIMIT:
-                    self._answer_and_close(Reply.text("request headers too large\n", 431))
-                elif self._buffer:
-                    self._arm_for_request()  # a request started (on an idle line, perhaps)
-                return
-            head = bytes(self._buffer[:end])
-            del self._buffer[: end + 4]
-            if not self._read_head(head):
-                return
-            if len(self._buffer) < self._length:
-                self._arm_for_request()  # the body, perhaps on a line that was idle
-        if len(self._buffer) < self._length:
-            assert self._head is not None
-            if self._head[3].get("expect", "").lower() == "100-continue" and not self._continued:
-                self._continued = True
-                self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            return
-        assert self._head is not None
-        method, path, query, headers, keep_alive = self._head
-        body = bytes(self._buffer[: self._length])
-        del self._buffer[: self._length]
-        self._head, self._length, self._continued = None, 0, False
-        self._disarm()
-        request = Request(method, path, query, headers, body)
-        self._task = asyncio.get_running_loop().create_task(self._serve(request, keep_alive))
+    # ---- parser callbacks (httptools calls them by name)
+    def on_message_begin(self) -> None:
+        self._in_message, self._in_body = True, False
+        self._head_size, self._fed_in_head = 0, 0
+        self._url.clear()
+        self._headers = {}
+        self._body.clear()
+        if self._timer_kind in ("", "idle"):
+            self._arm("head", self._server.header_timeout)  # a request started on an idle line
 
-    def _read_head(self, head: bytes) -> bool:
-        """Check the request line and headers; False when a refusal was answered."""
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            self._answer_and_close(Reply.text("malformed request line\n", 400))
-            return False
-        method, target, version = parts
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            name = name.lower()
-            if not colon or not name or name != name.strip():
-                self._answer_and_close(Reply.text("malformed header\n", 400))
-                return False
-            if name == "content-length" and name in headers:
-                self._answer_and_close(Reply.text("more than one Content-Length\n", 400))
-                return False
-            headers[name] = value.strip()
-        if "transfer-encoding" in headers:
-            self._answer_and_close(Reply.text("a request body needs a Content-Length\n", 411))
-            return False
-        length = content_length(headers.get("content-length", "0"))
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._grow_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._grow_head(len(name) + len(value) + 4)
+        # llhttp has dropped the whitespace before the value; only SP and HTAB are HTTP's
+        # whitespace, so only they go after it (str.strip would also take \xa0, \x0b...).
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").rstrip(" \t")
+
+    def on_headers_complete(self) -> None:
+        version = self._parser.get_http_version()
+        if version not in ("1.0", "1.1"):
+            self._refuse(Reply.text("unsupported HTTP version\n", 505))
+            raise _Stop
+        if "transfer-encoding" in self._headers:
+            self._refuse(Reply.text("a request body needs a Content-Length\n", 411))
+            raise _Stop
+        text = self._headers.get("content-length")
+        method = self._parser.get_method().decode("latin-1")
+        if text is None and method in _METHODS_WITH_BODY:
+            self._refuse(Reply.text("a request body needs a Content-Length\n", 411))
+            raise _Stop
+        length = content_length(text or "0")
         if length is None:
-            self._answer_and_close(Reply.text("malformed Content-Length\n", 400))
-            return False
+            self._refuse(Reply.text("malformed Content-Length\n", 400))
+            raise _Stop
         if length > self._server.max_body:
-            self._answer_and_close(Reply.text("request body too large\n", 413))
-            return False
-        keep_alive = keeps_alive(version, headers.get("connection", ""))
-        path, _, query = target.partition("?")
-        self._head = (method, path, query, headers, keep_alive)
-        self._length = length
-        return True
+            self._refuse(Reply.text("request body too large\n", 413))
+            raise _Stop
+        self._upgrade = self._parser.should_upgrade()
+        if length:
+            self._in_body = True
+            if self._task is None and not self._queue:
+                self._arm("body", self._server.header_timeout)  # the body's own time
+                if self._headers.get("expect", "").lower() == "100-continue":
+                    self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+
+    def on_message_complete(self) -> None:
+        url = self._url.decode("latin-1")
+        path, _, query = url.partition("?")
+        request = Request(
+            self._parser.get_method().decode("latin-1"),
+            path,
+            query,
+            self._headers,
+            bytes(self._body),
+        )
+        keep_alive = self._parser.should_keep_alive() and not self._upgrade
+        self._queue.append((request, keep_alive))
+        self._in_message = self._in_body = False
+        self._url.clear()
+        self._body.clear()
+        self._headers = {}
+        if not keep_alive:
+            self._parsing = False  # nothing after a request that closes the connection
+            raise _Stop
+
+    def _grow_head(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > _HEAD_LIMIT:
+            self._refuse(Reply.text("request headers too large\n", 431))
+            raise _Stop
+
+    # ---- the queue
+    def _refuse_parse_error(self, error: httptools.HttpParserError) -> None:
+        """Go's answers: 505 for a version other than 1.x, else 400 naming what was wrong."""
+        reason = str(error)
+        if "HTTP version" in reason or "PRI/Upgrade" in reason:
+            self._refuse(Reply.text("unsupported HTTP version\n", 505))
+        else:
+            self._refuse(Reply.text(f"bad request: {reason.lower()}\n", 400))
+
+    def _refuse(self, reply: Reply) -> None:
+        self._parsing = False
+        self._queue.append(_Refusal(reply))
+
+    def _continue(self) -> None:
+        """Start the next queued request, or wait for one, as far as writing allows."""
+        transport = self._transport
+        if transport is None or self._task is not None or self._lingering:
+            return
+        if self._writing_paused:
+            return
+        if self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, _Refusal):
+                self._queue.clear()
+                self._write(_encode(item.reply, keep_alive=False, head_only=False))
+                self._linger()
+                return
+            if self._queue:
+                transport.pause_reading()  # the next request is in: it waits for this answer
+            else:
+                transport.resume_reading()  # to see the client leave (its handler is cancelled)
+            self._disarm()
+            self._task = asyncio.get_running_loop().create_task(self._serve(*item))
+            return
+        if self._peer_done:
+            transport.close()  # every request of a half-closed client is answered
+            return
+        if not self._parsing:
+            self._linger()  # after a request that closes the connection, or an upgrade
+            return
+        transport.resume_reading()
+        if self._in_message:
+            if self._timer_kind not in ("head", "body"):
+                self._arm("body" if self._in_body else "head", self._server.header_timeout)
+        elif self._timer_kind != "idle":
+            self._arm("idle", self._server.idle_timeout)
 
     # ---- answering
     async def _serve(self, request: Request, keep_alive: bool) -> None:
         head_only = request.method == "HEAD"
+        answer: bytes | None = None
         try:
-            reply = await self._server.route(request)(request)
+            async with asyncio.timeout(self._server.handler_timeout):
+                reply = await self._server.route(request)(request)
             answer = _encode(reply, keep_alive, head_only)
+        except TimeoutError:
+            self._log_failure(request, "deadline")
+            answer = _encode(Reply.text("handler timed out\n", 503), keep_alive, head_only)
         except asyncio.CancelledError:
-            return  # the client went away, or the server is stopping
-        except Exception as error:
-            log.error(
-                "handler failed",
-                server=self._server.name,
-                method=request.method,
-                path=request.path,
-                error=type(error).__name__,
-            )
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # ours: the client went away, or the server is stopping
+            # The handler's own (it awaited something that was cancelled): a failure like any.
+            self._log_failure(request, "CancelledError")
             answer = _encode(Reply.text("internal server error\n", 500), keep_alive, head_only)
-        self._task = None
+        except Exception as error:
+            self._log_failure(request, type(error).__name__)
+            answer = _encode(Reply.text("internal server error\n", 500), keep_alive, head_only)
+        finally:
+            self._task = None
         if self._transport is None:
             return
         self._write(answer)
         if not keep_alive:
-            self._transport.close()
-            return
-        self._transport.resume_reading()
-        if self._buffer:
-            self._next()
-        else:
-            self._arm(self._server.idle_timeout, idle=True)
+            self._queue.clear()
+            self._parsing = False
+        self._continue()
 
-    def _answer_and_close(self, reply: Reply) -> None:
-        self._write(_encode(reply, keep_alive=False, head_only=False))
-        if self._transport is not None:
-            self._transport.close()
+    def _log_failure(self, request: Request, error: str) -> None:
+        log.error(
+            "handler failed",
+            server=self._server.name,
+            method=request.method,
+            path=request.path,
+            error=error,
+        )
 
     def _write(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
 
+    def _linger(self) -> None:
+        """Close after the answer so that the client can read it: send our end (FIN) where the
+        transport can, read and drop what the client still sends, close at its EOF or after
+        `_LINGER` seconds. Closing with unread input would make the kernel send RST, which can
+        discard the answer before the client reads it (Go's closeWriteAndWait)."""
+        transport = self._transport
+        if transport is None or self._lingering:
+            return
+        self._lingering = True
+        if self._peer_done:
+            transport.close()
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        transport.resume_reading()
+        self._arm("linger", _LINGER)
+
     # ---- timers
-    def _arm(self, seconds: float, *, idle: bool = False) -> None:
+    def _arm(self, kind: str, seconds: float) -> None:
         self._disarm()
         self._timer = asyncio.get_running_loop().call_later(seconds, self._expire)
-        self._timer_idle = idle
-
-    def _arm_for_request(self) -> None:
-        """`header_timeout` for the request under way, unless its timer already runs."""
-        if self._timer is None or self._timer_idle:
-            self._arm(self._server.header_timeout)
+        self._timer_kind = kind
 
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._timer_kind = ""
 
     def _expire(self) -> None:
-        self._timer = None
-        if self._task is None and self._transport is not None:
-            self._transport.close()
+        kind, self._timer, self._timer_kind = self._timer_kind, None, ""
+        transport = self._transport
+        if transport is None:
+            return
+        if kind in ("write", "linger") or transport.get_write_buffer_size():
+            transport.abort()  # the client does not read: nothing is left to wait for
+        elif self._task is None:
+            transport.close()
 
 
 def _encode(reply: Reply, keep_alive: bool, head_only: bool) -> bytes:
