@@ -134,9 +134,19 @@ async def test_leader_that_cannot_renew_reports_loss(kube: KubeClient, namespace
 def test_invalid_timings_are_refused() -> None:
     with pytest.raises(ValueError, match="leaseDuration must be greater than renewDeadline"):
         LeaderElectionConfig(
-            namespace="x", identity="y", lease_duration=5, renew_deadline=5
+            namespace="x",
+            identity="y",
+            name="l",
+            lease_duration=5,
+            renew_deadline=5,
+            retry_period=2,
         ).validate()
     with pytest.raises(ValueError, match="renewDeadline must be greater than retryPeriod"):
         LeaderElectionConfig(
-            namespace="x", identity="y", renew_deadline=2, retry_period=2
+            namespace="x",
+            identity="y",
+            name="l",
+            lease_duration=15,
+            renew_deadline=2,
+            retry_period=2,
         ).validate()

@@ -47,19 +47,15 @@ class LeadershipLost(Exception):
 
 @dataclass(frozen=True)
 class LeaderElectionConfig:
-    """Where the Lease lives, who we are, and client-go's three timings (seconds).
-
-    `name` defaults to upstream's Lease name for callers without a Configuration (tests); the
-    controller passes the Configuration's `leaderElection.resourceName`, whose default is the
-    same name.
-    """
+    """Where the Lease lives, who we are, and client-go's three timings (seconds). No defaults:
+    the controller's come from its Configuration (`leaderElection`), their one owner."""
 
     namespace: str
     identity: str
-    name: str = "6d4f6a47.jobset.x-k8s.io"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    name: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
 
     def validate(self) -> None:
         """client-go's rule: leaseDuration > renewDeadline > 1.2 x retryPeriod > 0."""

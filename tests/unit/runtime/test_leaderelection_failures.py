@@ -46,7 +46,12 @@ class FlakyLeaseClient:
 
 def elector(client: FlakyLeaseClient, clock: FakeClock) -> LeaderElector:
     config = LeaderElectionConfig(
-        namespace="ns", identity="me", lease_duration=1.5, renew_deadline=1.0, retry_period=0.2
+        namespace="ns",
+        identity="me",
+        name="lease",
+        lease_duration=1.5,
+        renew_deadline=1.0,
+        retry_period=0.2,
     )
     return LeaderElector(client, config, clock=clock)  # type: ignore[arg-type]
 
@@ -101,7 +106,14 @@ async def test_a_dropped_connection_while_standing_by_is_retried(clock: FakeCloc
 async def test_a_leader_whose_renewals_stalled_is_unhealthy() -> None:
     clock = FakeClock(start=100.0)
     client = FlakyLeaseClient()
-    config = LeaderElectionConfig(namespace="ns", identity="me")
+    config = LeaderElectionConfig(
+        namespace="ns",
+        identity="me",
+        name="lease",
+        lease_duration=15.0,
+        renew_deadline=10.0,
+        retry_period=2.0,
+    )
     leader = LeaderElector(client, config, clock=clock)  # type: ignore[arg-type]
     assert leader.healthy()  # standby: nothing to watch
     await leader.acquire()

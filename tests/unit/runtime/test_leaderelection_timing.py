@@ -23,7 +23,12 @@ from jobset_controller.runtime.leaderelection import (
 )
 
 CONFIG = LeaderElectionConfig(
-    namespace="ns", identity="me", lease_duration=15.0, renew_deadline=10.0, retry_period=2.0
+    namespace="ns",
+    identity="me",
+    name="lease",
+    lease_duration=15.0,
+    renew_deadline=10.0,
+    retry_period=2.0,
 )
 
 
