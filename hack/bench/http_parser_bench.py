@@ -7,17 +7,25 @@ probe (``GET /healthz``), a Prometheus scrape with a bearer token, and the API s
 AdmissionReview POST (head plus a 4 KiB body), and the same POST delivered in 512-byte pieces.
 Printed: microseconds per request, best of ``--repeat`` runs of ``--count`` requests.
 
+A second table is for the client side (issue 24: ``runtime/http1.py`` parses answers with the
+same library only if that costs no more CPU): our client's own answer parser (``_Connection``,
+fed as the loop would feed it) against httptools' response parser on an API server's answer to a
+create (a 1 KiB Job), in one read and in four.
+
     .venv/bin/python hack/bench/http_parser_bench.py [--count 20000] [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from collections.abc import Callable
 
 import h11
 import httptools
+
+from jobset_controller.runtime.http1 import _Connection
 
 BODY = b'{"kind":"AdmissionReview","request":{"uid":"' + b"x" * 4000 + b'"}}'
 REQUESTS = {
@@ -52,6 +60,7 @@ class _Callbacks:
 
     def on_message_complete(self) -> None:
         self.done += 1
+        self.headers, self.body = [], bytearray()  # a server hands them over and starts anew
 
 
 def run_httptools(pieces: list[bytes], count: int) -> None:
@@ -96,6 +105,73 @@ def best(
     return min(times) / count * 1e6
 
 
+JOB = b'{"kind":"Job","apiVersion":"batch/v1","metadata":{"name":"' + b"j" * 900 + b'"}}'
+ANSWER = (
+    b"HTTP/1.1 201 Created\r\nAudit-Id: 8f1c2b4e-1111-2222-3333-444455556666\r\n"
+    b"Cache-Control: no-cache, private\r\nContent-Type: application/json\r\n"
+    b"X-Kubernetes-Pf-Flowschema-Uid: 0f0e0d0c-aaaa-bbbb-cccc-ddddeeeeffff\r\n"
+    b"X-Kubernetes-Pf-Prioritylevel-Uid: 0f0e0d0c-aaaa-bbbb-cccc-ddddeeeeffff\r\n"
+    b"Date: Wed, 25 Nov 2026 23:00:00 GMT\r\nContent-Length: "
+    + str(len(JOB)).encode()
+    + b"\r\n\r\n"
+) + JOB
+
+
+class _AnswerCallbacks(_Callbacks):
+    """As a client needs them: the headers are read after the answer is complete."""
+
+    def on_message_complete(self) -> None:
+        self.done += 1
+
+
+class _NullTransport(asyncio.Transport):
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def _ours(pieces: list[bytes], count: int) -> float:
+    connection = _Connection()
+    connection.connection_made(_NullTransport())
+    start = time.process_time()
+    for _ in range(count):
+        connection.send(b"", expect_body=True)
+        for piece in pieces:
+            connection.data_received(piece)
+        assert connection.at_rest or connection._pieces
+        connection._pieces.clear()
+        connection._buffered = 0
+        connection._headers.get("content-type")
+    return (time.process_time() - start) / count * 1e6
+
+
+def _theirs(pieces: list[bytes], count: int) -> float:
+    callbacks = _AnswerCallbacks()
+    parser = httptools.HttpResponseParser(callbacks)
+    start = time.process_time()
+    for _ in range(count):
+        callbacks.headers, callbacks.body = [], bytearray()
+        for piece in pieces:
+            parser.feed_data(piece)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in callbacks.headers}
+        assert headers["content-type"] == "application/json"
+        parser.get_status_code()
+    assert callbacks.done == count
+    return (time.process_time() - start) / count * 1e6
+
+
+def client_table(count: int, repeat: int) -> None:
+    print(f"\n{'answer':<16}{'ours us':>14}{'httptools us':>14}{'ratio':>8}")
+    for name, reads in (("create", 1), ("create/4 reads", 4)):
+        size = len(ANSWER) // reads + 1
+        pieces = [ANSWER[i : i + size] for i in range(0, len(ANSWER), size)]
+        ours = min(asyncio.run(_ours(pieces, count)) for _ in range(repeat))
+        theirs = min(_theirs(pieces, count) for _ in range(repeat))
+        print(f"{name:<16}{ours:>14.2f}{theirs:>14.2f}{ours / theirs:>7.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
@@ -109,6 +185,7 @@ def main() -> None:
         fast = best(run_httptools, pieces, args.count, args.repeat)
         slow = best(run_h11, pieces, args.count, args.repeat)
         print(f"{name:<16}{fast:>14.2f}{slow:>10.2f}{slow / fast:>7.1f}x")
+    client_table(args.count, args.repeat)
 
 
 if __name__ == "__main__":
