@@ -1,8 +1,8 @@
 """`Manager.run`: the phases of a process, in order, over the runnable groups.
 
 Belongs here: the order of the phases and how each ends the run. What each part is lives in its
-own module (environment, certificates, servers, controllers, leadership, shutdown, warmup); this
-one only builds them, declares their runnables and walks the groups:
+own module (environment, certificates, servers, controllers, leadership, shutdown, warmup), and
+`assembly` builds them and declares their runnables; this one walks the groups:
 
 1. connect: the API client every part shares (closed last);
 2. build: the controllers' units, the placement probe, the certificates and the servers; every
@@ -41,30 +41,21 @@ import structlog
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
 from jobset_controller import __version__
-from jobset_controller.api import FeatureGates
 from jobset_controller.controller.jobset import JobSetController
-from jobset_controller.controller.placement_mode import PlacementMode
-from jobset_controller.manager import certificates, controllers, leadership, servers
+from jobset_controller.manager import assembly, certificates, controllers, leadership, servers
 from jobset_controller.manager.environment import (
     ManagerOptions,
-    controller_namespace,
     new_identity,
 )
 from jobset_controller.manager.shutdown import Deposed, stop_gracefully
-from jobset_controller.manager.warmup import warm_up
 from jobset_controller.runtime.client import ClientSettings, KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
-from jobset_controller.runtime.httpserver import parse_bind_address
 from jobset_controller.runtime.leaderelection import LeaderElector
 from jobset_controller.runtime.looplag import LoopLagMonitor
-from jobset_controller.runtime.memtrim import malloc_trim, trim_once_quiet
-from jobset_controller.runtime.runnables import Group, NotSynced, Runnable, Runnables
-from jobset_controller.webhook.pods import Lookups
+from jobset_controller.runtime.memtrim import malloc_trim
+from jobset_controller.runtime.runnables import Group, NotSynced, Runnables
 
 log = structlog.get_logger("manager")
-
-# How long the placement probe waits for the webhook server to listen before it asks.
-PROBE_WAITS_FOR_WEBHOOK = 15.0
 
 
 class _Exit(Exception):
@@ -166,99 +157,21 @@ class Manager:
 
     def _build(self, client: KubeClient) -> None:
         """Construct every part and declare its runnables; nothing runs or listens yet."""
-        opts, config, add = self.options, self.options.config, self.runnables.add
-        features = FeatureGates.from_mapping(config.feature_gates)
-        wiring = controllers.Wiring(
-            client, controllers.SharedMetrics.of(self.registry), self.identity, self.clock, self.rng
-        )
-        placement_mode = PlacementMode(
-            client,
-            controller_namespace(config.leader_election.resource_namespace),
-            follower_mode=config.exclusive_placement.followers,
-            registry=self.registry,
-            clock=self.clock,
-        )
-        pods = controllers.pod_unit(wiring, workers=opts.pod_workers)
-        jobsets = controllers.jobset_unit(
-            wiring,
-            workers=opts.workers,
-            features=features,
-            placement_mode=placement_mode,
-            registry=self.registry,
-        )
-        self.controller = jobsets.controller
-        self.units = (jobsets.unit, pods.unit)
-
-        for part in self._metrics_runnables(client):
-            add(part)
-        webhook_tls = certificates.webhook_tls(opts, client, clock=self.clock, rng=self.rng)
-        if webhook_tls is not None:
-            self.webhooks = servers.webhooks(
-                config,
-                webhook_tls,
+        try:
+            parts = assembly.build(
+                self.options,
                 client,
-                features=features,
-                pod_lookups=Lookups(pods.controller.leaders, pods.controller.node_labels),
+                self.runnables,
                 registry=self.registry,
+                identity=self.identity,
                 clock=self.clock,
+                rng=self.rng,
             )
-            for part in self.webhooks.runnables():
-                add(part)
-        self.lag = LoopLagMonitor(clock=self.clock, registry=self.registry)
-        add(Runnable("loop-lag", Group.OTHERS, run=self.lag.run))
-        add(Runnable("warm-up", Group.OTHERS, run=warm_up))
-        # Only a leader writes Jobs, so only a leader needs the mode (and a standby must send
-        # nothing but reads: the probe is a dry-run create). Added before the units: LEADER
-        # runnables start in the order added, and the probe's `start` must answer before a
-        # pass creates exclusive Jobs.
-        add(
-            Runnable(
-                "placement-mode",
-                Group.LEADER,
-                start=lambda: self._probe_placement(placement_mode),
-                run=placement_mode.settle,
-            )
-        )
-        queue = jobsets.unit.queue
-        add(
-            Runnable(
-                "memory-trim",
-                Group.LEADER,
-                run=lambda: trim_once_quiet(lambda: queue.idle, self.clock),
-            )
-        )
-        for unit in self.units:
-            for part in unit.runnables(event_flush_timeout=opts.event_flush_timeout):
-                add(part)
-
-    def _metrics_runnables(self, client: KubeClient) -> list[Runnable]:
-        opts = self.options
-        address = opts.effective_metrics_bind_address
-        tls: certificates.MetricsTLS | None = None
-        if opts.metrics_secure and parse_bind_address(address) is not None:
-            try:
-                tls = certificates.metrics_tls(opts.config, clock=self.clock)
-            except certificates.CertificateError as error:
-                log.error(str(error))
-                raise _Exit(1) from error
-        elif not opts.metrics_secure:
-            log.warning("metrics served over plain HTTP without authentication")
-        _, parts = servers.metrics_server(
-            self.registry, address, tls=tls, client=client, clock=self.clock
-        )
-        return parts
-
-    async def _probe_placement(self, mode: PlacementMode) -> None:
-        """Which exclusive-placement mode new Jobs get: probe the pod webhooks once, after the
-        webhook server listens (15 s at most); `settle` probes a few times more in the first
-        30 s if the fallback mode was found. Nothing probes on a timer after that: a pass about
-        to create exclusive Jobs from a mode older than `PROBE_PERIOD` probes again first."""
-        webhooks = self.webhooks
-        if webhooks is not None:
-            deadline = self.clock.now() + PROBE_WAITS_FOR_WEBHOOK
-            while not webhooks.serving() and self.clock.now() < deadline:
-                await self.clock.sleep(0.1)
-        await mode.check(first=True)
+        except certificates.CertificateError as error:
+            log.error(str(error))
+            raise _Exit(1) from error
+        self.controller, self.units = parts.controller, parts.units
+        self.webhooks, self.lag = parts.webhooks, parts.lag
 
     async def _sync_caches(self) -> None:
         """Start the CACHES group and wait for every informer's first list."""

@@ -1,9 +1,9 @@
 """The served ports as runnables: health probes, metrics, admission webhooks.
 
 Belongs here: one function per port that builds its server and declares its runnables. A new
-port is one more function here and one line in `Manager._build`. A server runnable binds in its
-`start` (a port that cannot be bound ends the start, except the webhook's, below) and closes when
-its task is cancelled, so however the run ends no port stays open.
+port is one more function here and one declaration in `assembly.build`. A server runnable binds
+in its `start` (a port that cannot be bound ends the start, except the webhook's, below) and
+closes when its task is cancelled, so however the run ends no port stays open.
 
 - health (SERVERS): /healthz answers from the start; /readyz is the conjunction of every
   runnable's readiness check (`Runnables.on_ready_check` adds them here), plain HTTP.
