@@ -113,11 +113,11 @@ class AcceptErrors(Collector):
 ACCEPT_ERRORS: Final = AcceptErrors()
 
 
-def _listening_sockets(host: str | None, port: int) -> list[socket.socket]:
+async def _listening_sockets(host: str | None, port: int) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for ``host`` (None: every interface, IPv4 and IPv6
     as asyncio's ``create_server`` binds them), each with SO_REUSEADDR."""
-    infos = socket.getaddrinfo(
-        host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE
+    infos = await asyncio.get_running_loop().getaddrinfo(
+        host, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )
     sockets: list[socket.socket] = []
     try:
@@ -202,7 +202,7 @@ class HttpServer:
     async def start(self, host: str | None, port: int) -> None:
         """Bind and serve; OSError if the address is taken. `host` None: all interfaces."""
         loop = asyncio.get_running_loop()
-        self._sockets = _listening_sockets(host, port)
+        self._sockets = await _listening_sockets(host, port)
         self.port = self._sockets[0].getsockname()[1]
         self._accepting = [loop.create_task(self._accept_loop(sock)) for sock in self._sockets]
 
