@@ -12,6 +12,7 @@ same library only if that costs no more CPU): our client's own answer parser (``
 fed as the loop would feed it) against httptools' response parser on an API server's answer to a
 create (a 1 KiB Job), in one read and in four.
 
+    .venv/bin/pip install h11   # the contender only: not a dependency of the project
     .venv/bin/python hack/bench/http_parser_bench.py [--count 20000] [--repeat 5]
 """
 
