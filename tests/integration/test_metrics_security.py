@@ -146,7 +146,7 @@ def test_prometheus_scrapes_over_https_with_a_bearer_token(
             'up{job="jobset-controller"} == 1', lambda result: len(result) == 1, within=60
         )
         panics = prometheus.wait_for(
-            'controller_runtime_reconcile_panics_total{job="jobset-controller"}',
+            'controller_runtime_reconcile_panics_total{job="jobset-controller",controller="jobset"}',
             lambda result: len(result) == 1,
         )
         assert panics[0]["value"][1] == "0"

@@ -50,6 +50,7 @@ from jobset_controller.manager.environment import (
 from jobset_controller.manager.shutdown import Deposed, stop_gracefully
 from jobset_controller.runtime.client import ClientSettings, KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
+from jobset_controller.runtime.http1server import ACCEPT_ERRORS
 from jobset_controller.runtime.leaderelection import LeaderElector
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import malloc_trim
@@ -85,6 +86,10 @@ class Manager:
             ProcessCollector(registry=registry)
             PlatformCollector(registry=registry)
             registry.register(GC_COLLECTOR)
+        # The served ports' refused accepts: one process-wide collector (http1server), in every
+        # registry a manager serves (a second manager on the same registry finds it there).
+        with contextlib.suppress(ValueError):
+            registry.register(ACCEPT_ERRORS)
         self.registry = registry
         # One time line and one source of jitter for every runtime piece built here.
         self.clock: Clock = clock or RealClock()
