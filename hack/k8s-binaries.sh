@@ -6,6 +6,7 @@
 #
 # Usage: hack/k8s-binaries.sh [component ...]     prints the bin directory on the last line of stdout
 #   components: etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm
+#               kubelet kube-proxy coredns (the real-node tier's node and cluster DNS)
 #   (default: all of them)
 #
 # Cache: ${JOBSET_CACHE_DIR:-$XDG_CACHE_HOME/jobset-controller or ~/.cache/jobset-controller}/k8s-<version>/bin
@@ -18,12 +19,14 @@ K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"     # the etcd k8s.io/kubernetes v1.36 pins in its go.mod
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 HELM_VERSION="${HELM_VERSION:-v3.19.0}"    # renders charts/ in the tests
+COREDNS_VERSION="${COREDNS_VERSION:-v1.14.7}"  # the real-node tier's cluster DNS
 
 cache_root="${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}"
 bin_dir="$cache_root/k8s-$K8S_VERSION/bin"
 work_dir="$cache_root/k8s-$K8S_VERSION/build"
 
-all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm)
+all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm kubelet kube-proxy coredns)
+kube=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 if [ "$#" -gt 0 ]; then wanted=("$@"); else wanted=("${all[@]}"); fi
 
 log() { printf '[k8s-binaries] %s\n' "$*" >&2; }
@@ -42,7 +45,7 @@ find_prebuilt() {
 mkdir -p "$bin_dir"
 missing=()
 for c in "${wanted[@]}"; do
-  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok|helm) ;;
+  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok|helm|kubelet|kube-proxy|coredns) ;;
     *) log "unknown component '$c' (known: ${all[*]})"; exit 2 ;; esac
   if p=$(find_prebuilt "$c"); then
     ln -sf "$p" "$bin_dir/$c"
@@ -121,7 +124,7 @@ build_kube() {
     echo "package tools"
     echo
     echo "import ("
-    for c in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
+    for c in "${kube[@]}"; do
       has "$c" && echo "	_ \"k8s.io/kubernetes/cmd/$c\""
     done
     echo ")"
@@ -134,7 +137,7 @@ build_kube() {
     ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
     ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
-  for c in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
+  for c in "${kube[@]}"; do
     has "$c" || continue
     log "building $c $K8S_VERSION ..."
     (cd "$d" && go build -trimpath -ldflags "$ld" -o "$bin_dir/$c" "k8s.io/kubernetes/cmd/$c")
@@ -157,9 +160,19 @@ build_helm() {
   log "helm $HELM_VERSION built ($(elapsed))"
 }
 
+build_coredns() {
+  # CoreDNS's module has no replace directives either; its default plugin set includes
+  # `kubernetes` (Services, headless Services' pod hostnames) and `forward`.
+  GOBIN="$bin_dir" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION" >&2
+  log "coredns $COREDNS_VERSION built ($(elapsed))"
+}
+
 has etcd && build_etcd
-if has kube-apiserver || has kubectl || has kube-controller-manager || has kube-scheduler; then build_kube; fi
+for c in "${kube[@]}"; do
+  if has "$c"; then build_kube; break; fi
+done
 has kwok && build_kwok
 has helm && build_helm
+has coredns && build_coredns
 log "done in $(elapsed); cache size $(du -sh "$cache_root/k8s-$K8S_VERSION" | cut -f1)"
 echo "$bin_dir"

@@ -17,9 +17,12 @@ K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 KWOK_VERSION = "v0.7.0"
 HELM_VERSION = "v3.19.0"
+COREDNS_VERSION = "v1.14.7"
 
 INTEGRATION_COMPONENTS = ("etcd", "kube-apiserver", "kubectl")
 FULL_COMPONENTS = (*INTEGRATION_COMPONENTS, "kube-controller-manager", "kube-scheduler", "kwok")
+# The real-node tier: the full cluster's control plane, a real kubelet and kube-proxy, CoreDNS.
+NODE_COMPONENTS = (*FULL_COMPONENTS, "kubelet", "kube-proxy", "coredns", "helm")
 
 
 class BinariesMissing(RuntimeError):
@@ -79,6 +82,7 @@ def ensure_binaries(components: tuple[str, ...] = INTEGRATION_COMPONENTS) -> Pat
         ETCD_VERSION=ETCD_VERSION,
         KWOK_VERSION=KWOK_VERSION,
         HELM_VERSION=HELM_VERSION,
+        COREDNS_VERSION=COREDNS_VERSION,
     )
     result = subprocess.run(
         [str(root / "hack" / "k8s-binaries.sh"), *components],

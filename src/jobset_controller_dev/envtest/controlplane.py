@@ -82,8 +82,17 @@ class ControlPlane:
         workdir: Path | None = None,
         keep_workdir: bool = False,
         ready_timeout: float = 90.0,
+        bind_address: str = "127.0.0.1",
+        advertise_address: str = "127.0.0.1",
     ) -> None:
+        """`bind_address`/`advertise_address`: where kube-apiserver listens and what it publishes
+        as the `kubernetes` Service's endpoint. Loopback by default; pods on a real node cannot
+        reach 127.0.0.1 (their own loopback), so the real-node tier binds 0.0.0.0 inside its
+        private network namespace and advertises the node's address there. This process always
+        talks to it on 127.0.0.1."""
         self._bin_dir = bin_dir
+        self.bind_address = bind_address
+        self.advertise_address = advertise_address
         self._crd_paths = list(crd_paths) if crd_paths is not None else default_crd_paths()
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="jobset-envtest-"))
@@ -164,7 +173,7 @@ class ControlPlane:
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
             ),
-            ip_addresses=("127.0.0.1", "10.0.0.1"),
+            ip_addresses=tuple(dict.fromkeys(("127.0.0.1", "10.0.0.1", self.advertise_address))),
             server=True,
         )
         self.admin = self.ca.issue("admin", common_name="admin", organizations=("system:masters",))
@@ -213,8 +222,8 @@ class ControlPlane:
             [
                 str(self.bin_dir / "kube-apiserver"),
                 f"--etcd-servers={self.etcd_endpoint}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.bind_address}",
+                f"--advertise-address={self.advertise_address}",
                 f"--secure-port={self._apiserver_port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={self.serving.cert}",

@@ -12,7 +12,9 @@ from jobset_controller_dev.envtest import binaries
 SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "k8s-binaries.sh"
 
 
-@pytest.mark.parametrize("name", ["K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "HELM_VERSION"])
+@pytest.mark.parametrize(
+    "name", ["K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "HELM_VERSION", "COREDNS_VERSION"]
+)
 def test_script_defaults_match_python_versions(name: str) -> None:
     match = re.search(rf'^{name}="\$\{{{name}:-([^}}]+)\}}"', SCRIPT.read_text(), re.MULTILINE)
     assert match is not None, f"{name} default not found in {SCRIPT}"
