@@ -1,4 +1,5 @@
-"""Marks every test under tests/integration as `integration` and under tests/e2e as `e2e`
+"""Marks every test under tests/integration as `integration`, under tests/e2e as `e2e` and under
+tests/node as `node`
 (select or skip with -m); makes property tests deterministic in CI.
 
 Why deterministic in CI: a property test that finds a new counterexample on some run is a real
@@ -21,6 +22,7 @@ if os.environ.get("CI"):
 
 _INTEGRATION = Path(__file__).parent / "integration"
 _E2E = Path(__file__).parent / "e2e"
+_NODE = Path(__file__).parent / "node"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,3 +32,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         elif _E2E in path.parents:
             item.add_marker(pytest.mark.e2e)
+        elif _NODE in path.parents:
+            item.add_marker(pytest.mark.node)

@@ -64,7 +64,7 @@ _MAX_NODES = 1000
 class FullCluster(ControlPlane):
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok and its nodes."""
 
-    components = FULL_COMPONENTS
+    components: tuple[str, ...] = FULL_COMPONENTS
 
     def __init__(
         self,

@@ -38,7 +38,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -51,7 +50,11 @@ from jobset_controller_dev.envtest.binaries import NODE_COMPONENTS
 from jobset_controller_dev.envtest.controlplane import ControlPlaneError
 from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
 from jobset_controller_dev.envtest.netns import NetNamespace
-from jobset_controller_dev.envtest.processes import ManagedProcess, processes_mentioning
+from jobset_controller_dev.envtest.processes import (
+    ManagedProcess,
+    free_port,
+    processes_mentioning,
+)
 
 NODE_NAME = "jobset-node"
 NODE_IP = "10.88.0.2"
@@ -63,7 +66,18 @@ PAUSE_IMAGE = "localhost/pause:local"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 NODE_CONTROLLERS = (*DEFAULT_CONTROLLERS, "deployment-controller", "replicaset-controller")
 # The hierarchies of cgroup v1 the kubelet places pods in (a root of its own in each).
-_CGROUP_V1 = ("cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio", "devices", "freezer")
+_CGROUP_V1 = (
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "pids",
+    "hugetlb",
+    "blkio",
+    "devices",
+    "freezer",
+    "systemd",
+)
 # What the kubelet wants these host-wide sysctls to be: bind-mounted over them in the namespace.
 _KUBELET_SYSCTLS = {
     "vm/overcommit_memory": "1",
@@ -90,13 +104,19 @@ def unavailable() -> str | None:
     return None
 
 
+class _NodeCluster(FullCluster):
+    """The full cluster's control plane, with the node's binaries found (or built) with it."""
+
+    components = NODE_COMPONENTS
+
+
 class RealNode:
     """The control plane and one real node in private namespaces (module docstring)."""
 
     def __init__(self, *, images: list[Path], workdir: Path | None = None) -> None:
         """`images`: docker archives to import into the node's containerd (pause included)."""
         self.netns = NetNamespace()
-        self.cluster = FullCluster(
+        self.cluster = _NodeCluster(
             nodes=[],
             controllers=NODE_CONTROLLERS,
             bind_address="0.0.0.0",
@@ -123,7 +143,6 @@ class RealNode:
             self._entered.enter_context(self.netns.entered())
             self._network()
             self._mounts()
-            self.cluster.components = NODE_COMPONENTS
             self.cluster.start()
             self._mark("control plane ready", began)
             self._start_containerd()
@@ -199,7 +218,9 @@ class RealNode:
             file.write_text(value + "\n")
             run("mount", "--bind", str(file), str(target))
         for name in _CGROUP_V1:
-            (Path("/sys/fs/cgroup") / name / self._cgroup_root).mkdir(exist_ok=True)
+            hierarchy = Path("/sys/fs/cgroup") / name
+            if hierarchy.is_dir():  # hugetlb, say, may be mounted under cgroup v2 instead
+                (hierarchy / self._cgroup_root).mkdir(exist_ok=True)
         cpuset = Path("/sys/fs/cgroup/cpuset")
         for key in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset holds no CPU until told
             (cpuset / self._cgroup_root / key).write_text((cpuset / key).read_text())
@@ -309,7 +330,7 @@ class RealNode:
                     "hostnameOverride": NODE_NAME,
                     "bindAddress": NODE_IP,
                     "healthzBindAddress": "",
-                    "metricsBindAddress": "127.0.0.1:0",
+                    "metricsBindAddress": f"127.0.0.1:{free_port()}",
                     # The conntrack sysctls are host-wide: leave them alone.
                     "conntrack": {
                         "maxPerCore": 0,

@@ -1,0 +1,124 @@
+"""Installing the controller on a real node the way users do, and waiting for it by condition.
+
+- `install_manifests`: `kubectl apply --server-side -k` of a kustomization that takes
+  `manifests/default` and overrides only the image (what the README tells users to do);
+- `install_chart`: `helm install` of `charts/jobset-controller` with the image set;
+- `wait_rollout`: the Deployment's pods Ready through the kubelet's probes;
+- `wait_service_served`: the Service has a ready endpoint AND kube-proxy has programmed it, so
+  the first request through it (the API server calling a webhook after a rollout) cannot race
+  the rules: waited for, never retried blindly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from jobset_controller_dev.envtest.binaries import repo_root
+from jobset_controller_dev.envtest.controlplane import ControlPlaneError
+from jobset_controller_dev.envtest.realnode import RealNode
+
+
+@dataclass(frozen=True)
+class Install:
+    """Where an install put the controller."""
+
+    namespace: str
+    deployment: str
+    webhook_service: str
+    metrics_service: str
+    metrics_reader_role: str
+    secret: str
+
+
+def _root() -> Path:
+    root = repo_root()
+    if root is None:
+        raise ControlPlaneError("installing needs the repository (manifests/, charts/)")
+    return root
+
+
+def install_manifests(
+    node: RealNode, image: str, *, patches: Sequence[Mapping[str, object]] = ()
+) -> Install:
+    """manifests/default with the image overridden (and optional kustomize patches)."""
+    name, _, tag = image.rpartition(":")
+    directory = node.workdir / "kustomize"
+    directory.mkdir(exist_ok=True)
+    kustomization: dict[str, object] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        # kustomize takes only relative paths to other kustomizations
+        "resources": [os.path.relpath(_root() / "manifests" / "default", directory)],
+        "images": [{"name": "jobset-controller", "newName": name, "newTag": tag}],
+    }
+    if patches:
+        kustomization["patches"] = [dict(patch) for patch in patches]
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    node.cluster.kubectl("apply", "--server-side", "-k", str(directory))
+    return Install(
+        namespace="jobset-system",
+        deployment="jobset-controller-manager",
+        webhook_service="jobset-webhook-service",
+        metrics_service="jobset-controller-manager-metrics-service",
+        metrics_reader_role="jobset-metrics-reader",
+        secret="jobset-webhook-server-cert",
+    )
+
+
+def uninstall_manifests(node: RealNode) -> None:
+    node.cluster.kubectl(
+        "delete", "-k", str(node.workdir / "kustomize"), "--wait=true", "--ignore-not-found"
+    )
+
+
+def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None:
+    node.cluster.kubectl(
+        "rollout",
+        "status",
+        f"deployment/{install.deployment}",
+        "-n",
+        install.namespace,
+        f"--timeout={int(timeout)}s",
+    )
+
+
+def wait_service_served(node: RealNode, namespace: str, service: str, timeout: float = 60) -> None:
+    """A ready endpoint behind the Service, and kube-proxy's rule for that endpoint."""
+    deadline = time.monotonic() + timeout
+    while True:
+        addresses = _ready_addresses(node, namespace, service)
+        rules = node.netns.run("iptables-save", "-t", "nat", check=False)
+        if addresses and all(f"--to-destination {a}:" in rules for a in addresses):
+            return
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"service {namespace}/{service} not served: {addresses}")
+        time.sleep(0.2)
+
+
+def _ready_addresses(node: RealNode, namespace: str, service: str) -> list[str]:
+    _, body = node.cluster.request(
+        "GET",
+        f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+        f"?labelSelector=kubernetes.io/service-name={service}",
+    )
+    return [
+        address
+        for item in body.get("items", [])
+        for endpoint in item.get("endpoints") or []
+        if (endpoint.get("conditions") or {}).get("ready")
+        for address in endpoint.get("addresses") or []
+    ]
+
+
+def run(argv: list[str], *, timeout: float = 300) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if result.returncode != 0:
+        raise ControlPlaneError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+    return result.stdout

@@ -1,0 +1,323 @@
+"""The controller installed from `manifests/default` (image overridden, nothing else), in a Pod on
+the real node: probes, in-cluster credentials, the shipped RBAC, webhooks through their Service,
+real pods that find each other by their JobSet hostnames, metrics behind TokenReview,
+restricted Pod Security, two replicas and a killed container.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from jobset_controller_dev.envtest.install import (
+    Install,
+    install_manifests,
+    uninstall_manifests,
+    wait_rollout,
+    wait_service_served,
+)
+from jobset_controller_dev.envtest.realnode import NODE_NAME, RealNode
+
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+
+
+def eventually(check: Callable[[], Any], what: str, within: float = 120) -> Any:
+    """`check()` until it returns something truthy; AssertionError naming `what` after `within`."""
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {within:g} s")
+        time.sleep(0.25)  # a poll interval, not synchronisation
+
+
+@pytest.fixture(scope="module")
+def installed(node: RealNode, image: str) -> Iterator[Install]:
+    install = install_manifests(node, image)
+    try:
+        wait_rollout(node, install)
+        wait_service_served(node, install.namespace, install.webhook_service)
+        yield install
+    finally:
+        uninstall_manifests(node)
+
+
+@pytest.fixture
+def namespace(node: RealNode) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:6]}"
+    node.cluster.create_namespace(name)
+    try:
+        yield name
+    finally:
+        node.cluster.delete_namespace(name)
+
+
+def pods(node: RealNode, namespace: str, selector: str) -> list[dict[str, Any]]:
+    _, body = node.cluster.request(
+        "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}"
+    )
+    return list(body.get("items", []))
+
+
+def controller_pods(node: RealNode, install: Install) -> list[dict[str, Any]]:
+    return pods(node, install.namespace, "control-plane=controller-manager")
+
+
+def controller_log(node: RealNode, install: Install) -> str:
+    return "".join(
+        node.logs(install.namespace, pod["metadata"]["name"], "manager")
+        for pod in controller_pods(node, install)
+    )
+
+
+def condition(obj: dict[str, Any], kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def python_jobset(name: str, image: str, script: str, *, replicas: int = 2) -> dict[str, Any]:
+    """A JobSet whose pods run `script` with the image's Python."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "backoffLimit": 0,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "worker",
+                                            "image": image,
+                                            "imagePullPolicy": "Never",
+                                            "command": [
+                                                "/opt/jobset-controller/bin/python",
+                                                "-c",
+                                                script,
+                                            ],
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+# Each pod listens on 7777, then resolves its peer by the hostname JobSet promises
+# (<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>) and exchanges a line with it.
+PEER_SCRIPT = """
+import os, socket, sys, threading, time
+me = int(os.environ["HOSTNAME"].split("-")[-2])
+peer = "{name}-w-%d-0.{name}" % (1 - me)
+server = socket.create_server(("", 7777))
+def answer():
+    conn, _ = server.accept()
+    conn.sendall(b"hello from %d\\n" % me)
+    conn.close()
+threading.Thread(target=answer, daemon=True).start()
+deadline = time.time() + 90
+while True:
+    try:
+        address = socket.gethostbyname(peer)
+        with socket.create_connection((address, 7777), timeout=5) as conn:
+            print(peer, address, conn.recv(100).decode().strip(), flush=True)
+        break
+    except OSError as error:
+        if time.time() > deadline:
+            print("cannot reach", peer, error, flush=True)
+            sys.exit(1)
+        time.sleep(0.5)
+time.sleep(2)
+"""
+
+
+# ------------------------------------------------------------------------------ the install
+def test_the_controller_becomes_ready_through_the_kubelets_probes(
+    node: RealNode, installed: Install
+) -> None:
+    (pod,) = controller_pods(node, installed)
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    assert condition(pod, "Ready")
+    status = pod["status"]["containerStatuses"][0]
+    assert status["ready"]
+    assert status["restartCount"] == 0
+
+
+def test_internal_certificates_fill_the_secret_and_every_ca_bundle(
+    node: RealNode, installed: Install
+) -> None:
+    _, secret = node.cluster.request(
+        "GET", f"/api/v1/namespaces/{installed.namespace}/secrets/{installed.secret}"
+    )
+    assert {"ca.crt", "tls.crt", "tls.key"} <= set(secret.get("data") or {})
+    for kind, name in (
+        ("mutatingwebhookconfigurations", "jobset-mutating-webhook-configuration"),
+        ("validatingwebhookconfigurations", "jobset-validating-webhook-configuration"),
+    ):
+        _, config = node.cluster.request(
+            "GET", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}"
+        )
+        bundles = [hook["clientConfig"].get("caBundle") for hook in config["webhooks"]]
+        assert bundles
+        assert all(bundles), (name, bundles)
+        assert set(bundles) == {secret["data"]["ca.crt"]}
+
+
+def test_the_shipped_rbac_is_all_it_needs(node: RealNode, installed: Install) -> None:
+    log = controller_log(node, installed)
+    assert "caches synced" in log
+    assert "forbidden" not in log.lower(), log[-3000:]
+    assert " 403" not in log
+
+
+def test_its_pod_runs_restricted_as_65532_with_a_read_only_root(
+    node: RealNode, installed: Install
+) -> None:
+    _, namespace = node.cluster.request("GET", f"/api/v1/namespaces/{installed.namespace}")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    (pod,) = controller_pods(node, installed)
+    container = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    info = json.loads(node.ctr("containers", "info", container))
+    process = info["Spec"]["process"]
+    assert process["user"]["uid"] == 65532
+    assert info["Spec"]["root"]["readonly"] is True
+    assert process["capabilities"].get("effective", []) == []
+    assert process.get("noNewPrivileges") is True
+
+
+# ------------------------------------------------------------------------------ admission
+def test_admission_through_the_webhook_service_defaults_and_refuses(
+    node: RealNode, installed: Install, namespace: str, image: str
+) -> None:
+    jobset = python_jobset("defaulted", image, "print('hi')", replicas=1)
+    status, created = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
+    assert status == 201, created
+    assert created["spec"]["network"] == {
+        "enableDNSHostnames": True,
+        "publishNotReadyAddresses": True,
+    }
+    assert created["spec"]["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+
+    bad = python_jobset("bad", image, "print('hi')", replicas=1)
+    bad["spec"]["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["does-not-exist"]}
+    status, refused = node.cluster.request("POST", JOBSETS.format(namespace=namespace), bad)
+    assert status == 422, refused
+    assert (
+        "invalid replicatedJob name 'does-not-exist' does not appear in .spec.ReplicatedJobs"
+        in refused["message"]
+    )
+
+
+# ------------------------------------------------------------------------------ real pods
+def test_a_jobset_of_real_pods_completes_and_its_pods_reach_each_other_by_hostname(
+    node: RealNode, installed: Install, namespace: str, image: str
+) -> None:
+    name = "peers"
+    jobset = python_jobset(name, image, PEER_SCRIPT.replace("{name}", name))
+    status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
+    assert status == 201, body
+
+    def finished() -> dict[str, Any] | None:
+        _, current = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
+        done = condition(current, "Completed") or condition(current, "Failed")
+        return current if done else None
+
+    final = eventually(finished, "the JobSet finished", within=180)
+    logs = {
+        pod["metadata"]["name"]: node.logs(namespace, pod["metadata"]["name"], "worker")
+        for pod in pods(node, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
+    }
+    assert condition(final, "Completed"), (final.get("status"), logs)
+    assert len(logs) == 2
+    for pod, log in logs.items():
+        me = int(pod.split("-")[2])
+        assert f"{name}-w-{1 - me}-0.{name}" in log, log
+        assert f"hello from {1 - me}" in log, log
+
+
+# ------------------------------------------------------------------------------ metrics
+def _metrics(node: RealNode, install: Install, token: str | None) -> tuple[int, str]:
+    _, service = node.cluster.request(
+        "GET", f"/api/v1/namespaces/{install.namespace}/services/{install.metrics_service}"
+    )
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # self-signed, as the shipped ServiceMonitor says
+    conn = http.client.HTTPSConnection(service["spec"]["clusterIP"], 8443, context=context)
+    try:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        conn.request("GET", "/metrics", headers=headers)
+        reply = conn.getresponse()
+        return reply.status, reply.read().decode()
+    finally:
+        conn.close()
+
+
+def test_metrics_need_the_token_of_a_metrics_reader(
+    node: RealNode, installed: Install, namespace: str
+) -> None:
+    wait_service_served(node, installed.namespace, installed.metrics_service)
+    assert _metrics(node, installed, None)[0] == 401
+    cluster = node.cluster
+    cluster.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"metadata": {"name": "scraper"}},
+    )
+    status, token = cluster.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/scraper/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    assert status == 201, token
+    bearer = token["status"]["token"]
+    assert _metrics(node, installed, bearer)[0] == 403  # authenticated, not a reader yet
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"scraper-{namespace}"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": installed.metrics_reader_role,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}],
+    }
+    status, body = cluster.request(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding
+    )
+    assert status == 201, body
+    try:
+        # A denial is cached for 30 s (runtime/metricsauth.py): wait it out by condition.
+        status, text = eventually(
+            lambda: (answer := _metrics(node, installed, bearer))[0] == 200 and answer,
+            "the reader's scrape is allowed",
+            within=90,
+        )
+        assert 'controller_runtime_reconcile_total{controller="jobset"' in text
+    finally:
+        cluster.request(
+            "DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/scraper-{namespace}"
+        )
