@@ -3,7 +3,8 @@
 #
 #   1. a virtualenv in .venv with the project and its test extras (pip's cache makes reruns fast);
 #   2. the Kubernetes binaries and Kueue, built once from their Go modules and cached outside the
-#      repo (hack/k8s-binaries.sh, hack/kueue.sh);
+#      repo (hack/k8s-binaries.sh, hack/kueue.sh), and the controller image with podman
+#      (hack/image.sh; Debian packages installed by hack/node-packages.sh);
 #   3. ruff (lint + format check), mypy (strict), the import contracts (lint-imports, from
 #      pyproject.toml), pytest (unit + integration + e2e).
 # Extra arguments go to pytest, e.g. `hack/test.sh -m "not integration"` or `-k crd`.
@@ -34,6 +35,14 @@ step "kueue"
 kueue_dir=$(hack/kueue.sh | tail -n 1)  # Kueue's manager for the `kueue` e2e tests, built once
 echo "using $kueue_dir"
 export JOBSET_KUEUE_BIN="$kueue_dir"
+
+step "controller image (the real-node tier)"
+# The image the `node` tests install (Dockerfile, built with podman from a Debian base: no
+# registry). Like the binaries, built before the tests start: it needs both cores.
+image_lines=$(hack/image.sh)
+export JOBSET_IMAGE=$(echo "$image_lines" | tail -n 1)
+export JOBSET_IMAGE_ARCHIVES=$(echo "$image_lines" | tail -n 3 | head -n 2 | paste -sd:)
+echo "using $JOBSET_IMAGE"
 
 step "prometheus and promtool"
 prometheus_dir=$(hack/prometheus.sh | tail -n 1)  # Debian's package, unpacked into the cache

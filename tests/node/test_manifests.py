@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 import ssl
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -321,3 +324,166 @@ def test_metrics_need_the_token_of_a_metrics_reader(
         cluster.request(
             "DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/scraper-{namespace}"
         )
+
+
+# ------------------------------------------------------------------------------ placement
+def test_exclusive_placement_goes_through_the_pod_webhooks_service(
+    node: RealNode, installed: Install, namespace: str, image: str
+) -> None:
+    name = "excl"
+    jobset = python_jobset(name, image, "import time; time.sleep(3)", replicas=1)
+    jobset["metadata"]["annotations"] = {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"
+    }
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["parallelism"] = job["completions"] = 2
+    status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
+    assert status == 201, body
+
+    def completed() -> bool:
+        _, current = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
+        return condition(current, "Completed")
+
+    eventually(completed, "the exclusive JobSet completed", within=180)
+    _, jobs = node.cluster.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs")
+    (made,) = jobs["items"]
+    template_labels = made["spec"]["template"]["metadata"]["labels"]
+    # The pod webhooks were found active: the leader-follower mode, not the affinity fallback.
+    assert template_labels["jobset.sigs.k8s.io/exclusive-placement"] == "leader-follower"
+    placed = pods(node, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
+    followers = [
+        pod
+        for pod in placed
+        if pod["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == "1"
+    ]
+    assert followers
+    for follower in followers:
+        assert follower["spec"]["nodeSelector"]["kubernetes.io/hostname"] == NODE_NAME
+        assert follower["spec"]["nodeName"] == NODE_NAME
+
+
+# ------------------------------------------------------------------------------ failures
+def _container(pod: dict[str, Any]) -> dict[str, Any]:
+    status: dict[str, Any] = pod["status"]["containerStatuses"][0]
+    return status
+
+
+def _task_pid(node: RealNode, container_id: str) -> int:
+    for line in node.ctr("tasks", "list").splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == container_id:
+            return int(pid)
+    raise AssertionError(f"no task for container {container_id}")
+
+
+def _jobs_of(node: RealNode, namespace: str, name: str) -> list[str]:
+    _, jobs = node.cluster.request(
+        "GET",
+        f"/apis/batch/v1/namespaces/{namespace}/jobs"
+        f"?labelSelector=jobset.sigs.k8s.io/jobset-name={name}",
+    )
+    return sorted(job["metadata"]["name"] for job in jobs["items"])
+
+
+def test_a_killed_container_is_restarted_and_creates_no_job_twice(
+    node: RealNode, installed: Install, namespace: str, image: str
+) -> None:
+    (pod,) = controller_pods(node, installed)
+    before = _container(pod)["restartCount"]
+    name = "survivor"
+    jobset = python_jobset(name, image, "import time; time.sleep(600)", replicas=4)
+    status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
+    assert status == 201, body
+    eventually(lambda: _jobs_of(node, namespace, name), "the first Job is created", within=60)
+    container_id = _container(pod)["containerID"].removeprefix("containerd://")
+    os.kill(_task_pid(node, container_id), signal.SIGKILL)
+
+    def restarted_and_ready() -> bool:
+        (current,) = controller_pods(node, installed)
+        status = _container(current)
+        return bool(status["restartCount"] == before + 1 and status["ready"])
+
+    eventually(restarted_and_ready, "the kubelet restarted the controller", within=120)
+    expected = [f"{name}-w-{index}" for index in range(4)]
+    eventually(lambda: _jobs_of(node, namespace, name) == expected, "all 4 Jobs", within=60)
+    _, final = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
+    assert final["status"].get("restarts", 0) == 0  # recovered without restarting the JobSet
+
+
+def _lease_holder(node: RealNode, install: Install) -> str:
+    _, lease = node.cluster.request(
+        "GET",
+        f"/apis/coordination.k8s.io/v1/namespaces/{install.namespace}/leases/"
+        "6d4f6a47.jobset.x-k8s.io",
+    )
+    holder: str = (lease.get("spec") or {}).get("holderIdentity") or ""
+    return holder
+
+
+def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
+    node: RealNode, installed: Install, namespace: str, image: str
+) -> None:
+    kubectl = node.cluster.kubectl
+    deployment = f"deployment/{installed.deployment}"
+    kubectl("scale", deployment, "--replicas=2", "-n", installed.namespace)
+    try:
+        wait_rollout(node, installed)
+        names = [pod["metadata"]["name"] for pod in controller_pods(node, installed)]
+        assert len(names) == 2
+        holder = eventually(lambda: _lease_holder(node, installed), "a leader")
+        leader = next(name for name in names if holder.startswith(f"{name}_"))
+        standby = next(name for name in names if name != leader)
+        # The standby is Ready (it serves admissions) but waits for the Lease.
+        assert "attempting to acquire leader lease" in node.logs(
+            installed.namespace, standby, "manager"
+        )
+        watch = subprocess.Popen(
+            [
+                str(node.cluster.bin_dir / "kubectl"),
+                f"--kubeconfig={node.cluster.kubeconfig}",
+                "get",
+                "pod",
+                leader,
+                "-n",
+                installed.namespace,
+                "--watch",
+                "-o",
+                "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}{\"\\n\"}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        deleted_at = time.monotonic()
+        kubectl("delete", "pod", leader, "-n", installed.namespace, "--wait=false")
+        eventually(
+            lambda: _lease_holder(node, installed).startswith(f"{standby}_"),
+            "the standby holds the Lease",
+            within=30,
+        )
+        takeover = time.monotonic() - deleted_at
+        # Released on SIGTERM: well inside the 15 s a successor waits for an expired Lease.
+        assert takeover < 10, takeover
+        name = "after-takeover"
+        jobset = python_jobset(name, image, "print('ok')", replicas=2)
+        status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
+        assert status == 201, body
+        eventually(lambda: len(_jobs_of(node, namespace, name)) == 2, "the new leader's Jobs")
+        exit_codes = _until_exit_code(watch)
+        assert exit_codes == "0", exit_codes
+    finally:
+        kubectl("scale", deployment, "--replicas=1", "-n", installed.namespace)
+        wait_rollout(node, installed)
+
+
+def _until_exit_code(watch: subprocess.Popen[str]) -> str:
+    """The deleted pod's container exit code, from the watch (the kubelet reports it before the
+    pod object goes away)."""
+    assert watch.stdout is not None
+    try:
+        for line in watch.stdout:
+            if line.strip():
+                return line.strip()
+        return ""
+    finally:
+        watch.kill()
+        watch.wait()
