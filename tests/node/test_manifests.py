@@ -1,15 +1,18 @@
-"""The controller installed from `manifests/default` (image overridden, nothing else), in a Pod on
-the real node: probes, in-cluster credentials, the shipped RBAC, webhooks through their Service,
-real pods that find each other by their JobSet hostnames, metrics behind TokenReview,
-restricted Pod Security, two replicas and a killed container.
+"""The controller installed from `manifests/default` (image overridden, nothing else) and,
+separately, from the Helm chart, in a Pod on the real node: probes, in-cluster credentials, the
+shipped RBAC, webhooks through their Service, real pods that find each other by their JobSet
+hostnames, restricted Pod Security. On the manifests' install also: exclusive placement through
+the pod webhooks, metrics behind TokenReview, two replicas, a killed container.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -18,10 +21,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from jobset_controller_dev.envtest.install import (
     Install,
+    install_chart,
     install_manifests,
+    uninstall_chart,
     uninstall_manifests,
     wait_rollout,
     wait_service_served,
@@ -29,6 +35,7 @@ from jobset_controller_dev.envtest.install import (
 from jobset_controller_dev.envtest.realnode import NODE_NAME, RealNode
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+CHART_RELEASE = "jobset"
 
 
 def eventually(check: Callable[[], Any], what: str, within: float = 120) -> Any:
@@ -43,15 +50,27 @@ def eventually(check: Callable[[], Any], what: str, within: float = 120) -> Any:
         time.sleep(0.25)  # a poll interval, not synchronisation
 
 
-@pytest.fixture(scope="module")
-def installed(node: RealNode, image: str) -> Iterator[Install]:
-    install = install_manifests(node, image)
+@pytest.fixture(scope="module", params=["manifests", "chart"])
+def installed(request: pytest.FixtureRequest, node: RealNode, image: str) -> Iterator[Install]:
+    """The controller installed as users install it: `kubectl apply -k` of manifests/default
+    with the image overridden, or `helm install` of the chart with the image set."""
+    if request.param == "manifests":
+        install = install_manifests(node, image)
+    else:
+        install = install_chart(node, image, release=CHART_RELEASE, namespace="jobset-chart")
     try:
         wait_rollout(node, install)
         wait_service_served(node, install.namespace, install.webhook_service)
         yield install
     finally:
-        uninstall_manifests(node)
+        if request.param == "manifests":
+            uninstall_manifests(node)
+        else:
+            uninstall_chart(node, release=CHART_RELEASE, namespace=install.namespace)
+
+
+# The scenarios beyond installing and admitting run once, on the manifests' install.
+manifests_only = pytest.mark.parametrize("installed", ["manifests"], indirect=True)
 
 
 @pytest.fixture
@@ -72,7 +91,7 @@ def pods(node: RealNode, namespace: str, selector: str) -> list[dict[str, Any]]:
 
 
 def controller_pods(node: RealNode, install: Install) -> list[dict[str, Any]]:
-    return pods(node, install.namespace, "control-plane=controller-manager")
+    return pods(node, install.namespace, install.pod_selector)
 
 
 def controller_log(node: RealNode, install: Install) -> str:
@@ -176,7 +195,7 @@ def test_internal_certificates_fill_the_secret_and_every_ca_bundle(
     )
     assert {"ca.crt", "tls.crt", "tls.key"} <= set(secret.get("data") or {})
     for kind, name in (
-        ("mutatingwebhookconfigurations", "jobset-mutating-webhook-configuration"),
+        ("mutatingwebhookconfigurations", "jobset-mutating-webhook-configuration"),  # upstream's
         ("validatingwebhookconfigurations", "jobset-validating-webhook-configuration"),
     ):
         _, config = node.cluster.request(
@@ -216,7 +235,7 @@ def test_admission_through_the_webhook_service_defaults_and_refuses(
 ) -> None:
     jobset = python_jobset("defaulted", image, "print('hi')", replicas=1)
     status, created = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
-    assert status == 201, created
+    assert status == 201, created.get("message")
     assert created["spec"]["network"] == {
         "enableDNSHostnames": True,
         "publishNotReadyAddresses": True,
@@ -278,6 +297,7 @@ def _metrics(node: RealNode, install: Install, token: str | None) -> tuple[int, 
         conn.close()
 
 
+@manifests_only
 def test_metrics_need_the_token_of_a_metrics_reader(
     node: RealNode, installed: Install, namespace: str
 ) -> None:
@@ -327,6 +347,7 @@ def test_metrics_need_the_token_of_a_metrics_reader(
 
 
 # ------------------------------------------------------------------------------ placement
+@manifests_only
 def test_exclusive_placement_goes_through_the_pod_webhooks_service(
     node: RealNode, installed: Install, namespace: str, image: str
 ) -> None:
@@ -385,6 +406,7 @@ def _jobs_of(node: RealNode, namespace: str, name: str) -> list[str]:
     return sorted(job["metadata"]["name"] for job in jobs["items"])
 
 
+@manifests_only
 def test_a_killed_container_is_restarted_and_creates_no_job_twice(
     node: RealNode, installed: Install, namespace: str, image: str
 ) -> None:
@@ -420,6 +442,7 @@ def _lease_holder(node: RealNode, install: Install) -> str:
     return holder
 
 
+@manifests_only
 def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
     node: RealNode, installed: Install, namespace: str, image: str
 ) -> None:
@@ -448,7 +471,7 @@ def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
                 installed.namespace,
                 "--watch",
                 "-o",
-                "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}{\"\\n\"}",
+                'jsonpath={.status.containerStatuses[0].state.terminated.exitCode}{"\\n"}',
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -487,3 +510,94 @@ def _until_exit_code(watch: subprocess.Popen[str]) -> str:
     finally:
         watch.kill()
         watch.wait()
+
+
+# ------------------------------------------------------------------------------ rotation
+def _served_serial(address: str) -> int:
+    """The serial of the certificate the webhook Service serves now."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection((address, 443), timeout=5) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+@manifests_only
+def test_the_serving_certificate_rotates_in_place_without_a_failed_admission(
+    node: RealNode, installed: Install, namespace: str, image: str
+) -> None:
+    cluster, deployment = node.cluster, f"deployment/{installed.deployment}"
+    args = json.loads(
+        cluster.kubectl(
+            "get", deployment, "-n", installed.namespace,
+            "-o", "jsonpath={.spec.template.spec.containers[0].args}",
+        )
+    )  # fmt: skip
+    short = ["--webhook-cert-validity=40s", "--webhook-cert-lookahead=20s"]
+    patch = [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/args",
+            "value": [*args, *short],
+        }
+    ]
+    cluster.kubectl(
+        "patch", deployment, "-n", installed.namespace, "--type=json", f"-p={json.dumps(patch)}"
+    )
+    try:
+        wait_rollout(node, installed)
+        wait_service_served(node, installed.namespace, installed.webhook_service)
+        # A new Secret, issued under the short lifetimes (the old one is good for a year).
+        secret_path = f"/api/v1/namespaces/{installed.namespace}/secrets/{installed.secret}"
+        _, old = cluster.request("GET", secret_path)
+        cluster.request("DELETE", secret_path)
+
+        def new_ca_injected() -> bool:
+            status, secret = cluster.request("GET", secret_path)
+            ca = (secret.get("data") or {}).get("ca.crt")
+            if status != 200 or not ca or ca == old["data"]["ca.crt"]:
+                return False
+            _, config = cluster.request(
+                "GET",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                "jobset-validating-webhook-configuration",
+            )
+            return all(h["clientConfig"].get("caBundle") == ca for h in config["webhooks"])
+
+        eventually(new_ca_injected, "a new CA in the Secret and the configurations", within=60)
+        _, service = cluster.request(
+            "GET", f"/api/v1/namespaces/{installed.namespace}/services/{installed.webhook_service}"
+        )
+        address = service["spec"]["clusterIP"]
+        _, secret = cluster.request("GET", secret_path)
+        first = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        eventually(
+            lambda: _served_serial(address) == first.serial_number,
+            "the webhook serves the new certificate",
+            within=60,
+        )
+        serials, answers, failures = {first.serial_number}, 0, []
+        deadline = time.monotonic() + 75  # three 20 s rotation windows and some
+        probe = python_jobset("probe", image, "print('hi')", replicas=1)
+        while time.monotonic() < deadline and len(serials) < 3:
+            status, body = cluster.request(
+                "POST", JOBSETS.format(namespace=namespace) + "?dryRun=All", probe
+            )
+            answers += 1
+            if status != 201:
+                failures.append((status, body.get("message")))
+            serials.add(_served_serial(address))
+            time.sleep(0.2)  # the admission traffic's pace, not synchronisation
+        assert failures == [], failures
+        assert len(serials) >= 3, f"{len(serials)} certificates served in {answers} admissions"
+    finally:
+        cluster.kubectl(
+            "patch", deployment, "-n", installed.namespace, "--type=json",
+            "-p=" + json.dumps([{"op": "replace", "path": patch[0]["path"], "value": args}]),
+        )  # fmt: skip
+        wait_rollout(node, installed)

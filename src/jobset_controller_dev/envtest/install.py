@@ -4,14 +4,15 @@
   `manifests/default` and overrides only the image (what the README tells users to do);
 - `install_chart`: `helm install` of `charts/jobset-controller` with the image set;
 - `wait_rollout`: the Deployment's pods Ready through the kubelet's probes;
-- `wait_service_served`: the Service has a ready endpoint AND kube-proxy has programmed it, so
-  the first request through it (the API server calling a webhook after a rollout) cannot race
-  the rules: waited for, never retried blindly.
+- `wait_service_served`: the Service has a ready endpoint AND a connection to its ClusterIP gets
+  through from the node's network, so the first request through it (the API server calling a
+  webhook after a rollout) cannot race kube-proxy: waited for, never retried blindly.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,7 @@ class Install:
     metrics_service: str
     metrics_reader_role: str
     secret: str
+    pod_selector: str
 
 
 def _root() -> Path:
@@ -69,7 +71,62 @@ def install_manifests(
         metrics_service="jobset-controller-manager-metrics-service",
         metrics_reader_role="jobset-metrics-reader",
         secret="jobset-webhook-server-cert",
+        pod_selector="control-plane=controller-manager",
     )
+
+
+def install_chart(node: RealNode, image: str, *, release: str, namespace: str) -> Install:
+    """`helm install` of charts/jobset-controller into `namespace` (created here, enforcing the
+    restricted Pod Security profile), with the image set and nothing else."""
+    name, _, tag = image.rpartition(":")
+    node.cluster.create_namespace(
+        namespace, labels={"pod-security.kubernetes.io/enforce": "restricted"}
+    )
+    run(
+        [
+            str(node.cluster.bin_dir / "helm"),
+            f"--kubeconfig={node.cluster.kubeconfig}",
+            "install",
+            release,
+            str(_root() / "charts" / "jobset-controller"),
+            "--namespace",
+            namespace,
+            "--set",
+            f"image.repository={name}",
+            "--set",
+            f"image.tag={tag}",
+            "--wait",
+            "--timeout=5m",
+        ]
+    )
+    full = f"{release}-controller"
+    return Install(
+        namespace=namespace,
+        deployment=full,
+        webhook_service=f"{full}-webhook-service",
+        metrics_service=f"{full}-metrics-service",
+        metrics_reader_role=f"{full}-metrics-reader",
+        secret=f"{full}-webhook-server-cert",
+        pod_selector=f"app.kubernetes.io/instance={release}",
+    )
+
+
+def uninstall_chart(node: RealNode, *, release: str, namespace: str) -> None:
+    """`helm uninstall`, then what helm leaves by design: the CRD (chart `crds/`) and the
+    namespace."""
+    run(
+        [
+            str(node.cluster.bin_dir / "helm"),
+            f"--kubeconfig={node.cluster.kubeconfig}",
+            "uninstall",
+            release,
+            "--namespace",
+            namespace,
+            "--wait",
+        ]
+    )
+    node.cluster.kubectl("delete", "crd", "jobsets.jobset.x-k8s.io", "--ignore-not-found")
+    node.cluster.delete_namespace(namespace)
 
 
 def uninstall_manifests(node: RealNode) -> None:
@@ -90,16 +147,25 @@ def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None
 
 
 def wait_service_served(node: RealNode, namespace: str, service: str, timeout: float = 60) -> None:
-    """A ready endpoint behind the Service, and kube-proxy's rule for that endpoint."""
+    """A ready endpoint behind the Service, and a connection to the Service's ClusterIP that
+    gets through (made from the node's network, as the API server's calls to a webhook are)."""
+    _, spec = node.cluster.request("GET", f"/api/v1/namespaces/{namespace}/services/{service}")
+    address, port = spec["spec"]["clusterIP"], spec["spec"]["ports"][0]["port"]
     deadline = time.monotonic() + timeout
     while True:
-        addresses = _ready_addresses(node, namespace, service)
-        rules = node.netns.run("iptables-save", "-t", "nat", check=False)
-        if addresses and all(f"--to-destination {a}:" in rules for a in addresses):
+        if _ready_addresses(node, namespace, service) and _connects(address, port):
             return
         if time.monotonic() > deadline:
-            raise ControlPlaneError(f"service {namespace}/{service} not served: {addresses}")
+            raise ControlPlaneError(f"service {namespace}/{service} not served in {timeout:g} s")
         time.sleep(0.2)
+
+
+def _connects(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _ready_addresses(node: RealNode, namespace: str, service: str) -> list[str]:
