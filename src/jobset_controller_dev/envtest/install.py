@@ -147,17 +147,29 @@ def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None
 
 
 def wait_service_served(node: RealNode, namespace: str, service: str, timeout: float = 60) -> None:
-    """A ready endpoint behind the Service, and a connection to the Service's ClusterIP that
-    gets through (made from the node's network, as the API server's calls to a webhook are)."""
+    """Ready endpoints behind the Service, kube-proxy sending its traffic to exactly those (not
+    to a pod a rollout just replaced), and a connection to its ClusterIP that gets through from
+    the node's network (as the API server's calls to a webhook do)."""
     _, spec = node.cluster.request("GET", f"/api/v1/namespaces/{namespace}/services/{service}")
     address, port = spec["spec"]["clusterIP"], spec["spec"]["ports"][0]["port"]
     deadline = time.monotonic() + timeout
     while True:
-        if _ready_addresses(node, namespace, service) and _connects(address, port):
+        ready = set(_ready_addresses(node, namespace, service))
+        if ready and _programmed(node, namespace, service) == ready and _connects(address, port):
             return
         if time.monotonic() > deadline:
             raise ControlPlaneError(f"service {namespace}/{service} not served in {timeout:g} s")
         time.sleep(0.2)
+
+
+def _programmed(node: RealNode, namespace: str, service: str) -> set[str]:
+    """The endpoints kube-proxy sends the Service's traffic to now (its DNAT targets)."""
+    rules = node.netns.run("iptables-save", "-t", "nat", check=False)
+    targets = set()
+    for line in rules.splitlines():
+        if f'"{namespace}/{service}' in line and "--to-destination" in line:
+            targets.add(line.rsplit("--to-destination ", 1)[1].split()[0].rsplit(":", 1)[0])
+    return targets
 
 
 def _connects(address: str, port: int) -> bool:
