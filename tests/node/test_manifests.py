@@ -8,6 +8,7 @@ the pod webhooks, metrics behind TokenReview, two replicas, a killed container.
 from __future__ import annotations
 
 import base64
+import datetime
 import http.client
 import json
 import os
@@ -440,8 +441,18 @@ def _lease_holder(node: RealNode, install: Install) -> str:
     return holder
 
 
+def _lease_time(node: RealNode, install: Install, field: str) -> float:
+    _, lease = node.cluster.request(
+        "GET",
+        f"/apis/coordination.k8s.io/v1/namespaces/{install.namespace}/leases/"
+        "6d4f6a47.jobset.x-k8s.io",
+    )
+    stamp = lease["spec"][field]
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 @manifests_only
-def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
+def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
     node: RealNode, installed: Install, namespace: str, image: str
 ) -> None:
     kubectl = node.cluster.kubectl
@@ -451,7 +462,19 @@ def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
         wait_rollout(node, installed)
         names = [pod["metadata"]["name"] for pod in controller_pods(node, installed)]
         assert len(names) == 2
-        holder = eventually(lambda: _lease_holder(node, installed), "a leader")
+
+        def live_holder() -> str:
+            """The Lease's holder once it is one of the two running processes (after the
+            killed-container test the Lease may still name the killed process until it
+            expires)."""
+            holder = _lease_holder(node, installed)
+            for name in names:
+                with node.open_log(installed.namespace, name, "manager") as current:
+                    if holder and f'"identity":"{holder}"' in current.read().replace(" ", ""):
+                        return holder
+            return ""
+
+        holder = eventually(live_holder, "a live leader", within=60)
         leader = next(name for name in names if holder.startswith(f"{name}_"))
         standby = next(name for name in names if name != leader)
         # The standby is Ready (it serves admissions) but waits for the Lease.
@@ -474,16 +497,26 @@ def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
             stdout=subprocess.PIPE,
             text=True,
         )
-        deleted_at = time.monotonic()
+        leader_log = node.open_log(installed.namespace, leader, "manager")
+        before = leader_log.read()  # what it logged so far; its last lines are read below
         kubectl("delete", "pod", leader, "-n", installed.namespace, "--wait=false")
-        eventually(
-            lambda: _lease_holder(node, installed).startswith(f"{standby}_"),
-            "the standby holds the Lease",
-            within=30,
-        )
-        takeover = time.monotonic() - deleted_at
-        # Released on SIGTERM: well inside the 15 s a successor waits for an expired Lease.
-        assert takeover < 10, takeover
+        holders: list[str] = []
+
+        def another_leads() -> bool:
+            # The standby, or the pod the ReplicaSet starts in the leader's place: whichever
+            # asks first after the release.
+            holders.append(_lease_holder(node, installed))
+            return bool(holders[-1]) and not holders[-1].startswith(f"{leader}_")
+
+        try:
+            # the leader drains for 20 s at most, then releases
+            eventually(another_leads, "another replica holds the Lease", within=40)
+        except AssertionError as late:
+            raise AssertionError(
+                f"{late}: leader {leader}, standby {standby}, holders {sorted(set(holders))}"
+            ) from None
+        # The webhook Service no longer sends to the deleted pod (waited for, not retried).
+        wait_service_served(node, installed.namespace, installed.webhook_service)
         name = "after-takeover"
         jobset = python_jobset(name, image, "print('ok')", replicas=2)
         status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
@@ -491,6 +524,9 @@ def test_of_two_replicas_one_leads_and_the_other_takes_over_when_it_is_deleted(
         eventually(lambda: len(_jobs_of(node, namespace, name)) == 2, "the new leader's Jobs")
         exit_codes = _until_exit_code(watch)
         assert exit_codes == "0", exit_codes
+        last_lines = leader_log.read()
+        leader_log.close()
+        assert "released leader lease" in last_lines, (before[-1500:], last_lines[-3000:])
     finally:
         kubectl("scale", deployment, "--replicas=1", "-n", installed.namespace)
         wait_rollout(node, installed)

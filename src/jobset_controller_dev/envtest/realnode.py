@@ -42,7 +42,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TextIO
 
 import yaml
 
@@ -426,6 +426,14 @@ class RealNode:
             _rmdir_until(root, deadline)
 
     # ----------------------------------------------------------------------- access
+    def open_log(self, namespace: str, pod: str, container: str) -> TextIO:
+        """The container's current log file, open: it stays readable after the kubelet removes
+        it (a deleted pod's last lines)."""
+        base = Path(f"/proc/{self.netns.pid}/root/var/log/pods")
+        (directory,) = base.glob(f"{namespace}_{pod}_*/{container}")
+        newest = max(directory.glob("*.log"), key=lambda file: int(file.stem))
+        return newest.open(errors="replace")
+
     def logs(self, namespace: str, pod: str, container: str) -> str:
         """A container's log as the kubelet wrote it (all restarts, oldest first)."""
         base = Path(f"/proc/{self.netns.pid}/root/var/log/pods")
