@@ -47,6 +47,9 @@ if ! podman image exists "$image"; then
   podman build --quiet --network host "${mounts[@]}" --build-arg "BASE=$base" -t "$image" . >&2
   elapsed=$((($(date +%s%N) - started) / 100000000))
   say "built in $((elapsed / 10)).$((elapsed % 10)) s"
+  # Earlier trees' images: only the newest is kept (each is ~400 MB of storage).
+  podman images --filter reference=localhost/jobset-controller --format '{{.Repository}}:{{.Tag}}' |
+    grep -v ":$key\$" | xargs -r podman rmi --force >/dev/null 2>&1 || true
 fi
 if [ ! -f "$archive" ]; then
   rm -f "$dir"/jobset-controller-*.tar

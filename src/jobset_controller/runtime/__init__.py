@@ -11,9 +11,8 @@ What still spells the product's name, and why it is here:
   dashboards: ``jobset_events_dropped_total`` (``events``) and ``jobset_event_loop_lag_seconds``
   with ``jobset_event_loop_lag_distribution_seconds`` (``looplag``). The module that measures
   owns the name, as ``workqueue`` and the webhook server own controller-runtime's.
-- Defaults for callers that pass nothing (tests, tools): the Lease name of ``leaderelection``
-  (the Configuration's ``leaderElection.resourceName`` default is the one the controller uses)
-  and the client's User-Agent (``client``).
+- The client's default User-Agent (``client``), for callers that pass none (tools, tests).
+  The Lease's name and timings have no default here: the Configuration owns them.
 
 Two modules every other one leans on: ``resources`` (where a kind lives in the API; every path
 is built from it) and ``clock`` (the one Clock and RandomSource each piece takes, real by

@@ -11,7 +11,7 @@
   A check is a plain function returning True when healthy; returning False or raising fails it
   (the exception text is logged, never served).
 
-Bind addresses use Go's syntax, as upstream's flags do: ":8081" (all interfaces), "host:port",
+Bind addresses use Go's syntax, as upstream's flags do: ":<port>" (all interfaces), "host:port",
 "[::1]:8080"; port 0 picks a free port (read it from `.port` after `start()`); "0" or "" means
 disabled, and `start()` then does nothing.
 
