@@ -88,6 +88,7 @@ def build(
             client,
             features=features,
             pod_lookups=Lookups(pods.controller.leaders, pods.controller.node_labels),
+            claims=jobsets.controller.pvcs,
             registry=registry,
             clock=clock,
         )

@@ -18,8 +18,9 @@ closes when its task is cancelled, so however the run ends no port stays open.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -124,17 +125,14 @@ def webhooks(
     *,
     features: FeatureGates,
     pod_lookups: Lookups,
+    claims: ClaimCache,
     registry: CollectorRegistry,
     clock: Clock,
 ) -> Webhooks:
-    async def lookup_claim(namespace: str, name: str) -> dict[str, object] | None:
-        try:
-            return await client.get(PVCS.path(namespace, name))
-        except NotFound:
-            return None
+    """The webhook server; `claims` is the controller's PVC cache (existing claims' names)."""
 
     server = WebhookServer(
-        lookup_claim=lookup_claim,
+        lookup_claim=claim_lookup(client.get, claims),
         features=features,
         ssl_context=tls.files.context,
         host=config.webhook.host,
@@ -144,6 +142,33 @@ def webhooks(
         follower_mode=FollowerMode(config.exclusive_placement.followers),
     )
     return Webhooks(server, tls, clock)
+
+
+class ClaimCache(Protocol):
+    """What the claim lookup reads of the controller's PVC informer."""
+
+    def has_synced(self) -> bool: ...
+
+    @property
+    def store(self) -> Container[str]: ...
+
+
+def claim_lookup(
+    get: Callable[[str], Awaitable[dict[str, Any]]], claims: ClaimCache
+) -> Callable[[str, str], Awaitable[dict[str, Any] | None]]:
+    """The webhook's existing-claim lookup. The cache holds every claim's name (metadata only):
+    a claim it has not got does not exist and costs no request; a cached one is read live, for
+    the spec the checks compare. Before the cache has listed, every lookup is live."""
+
+    async def lookup(namespace: str, name: str) -> dict[str, Any] | None:
+        if claims.has_synced() and f"{namespace}/{name}" not in claims.store:
+            return None
+        try:
+            return await get(PVCS.path(namespace, name))
+        except NotFound:
+            return None
+
+    return lookup
 
 
 def _closing(close: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:

@@ -198,7 +198,9 @@ class WebhookServer:
         if isinstance(review, Reply):
             return review
         inner = request_of(review)
-        existing = await self._existing_pvcs(inner.get("namespace") or "", inner.get("object"))
+        existing: dict[str, dict[str, Any]] = {}
+        if inner.get("operation") == "CREATE":  # only a create's checks read existing claims
+            existing = await self._existing_pvcs(inner.get("namespace") or "", inner.get("object"))
         return self._reply(
             validate(review, features=self._features, existing_pvcs=lambda js: existing)
         )
@@ -241,7 +243,12 @@ class WebhookServer:
         )
 
     async def _existing_pvcs(self, namespace: str, obj: Any) -> dict[str, dict[str, Any]]:
-        """The claims a new JobSet's volumeClaimPolicies would create that already exist."""
+        """The claims a new JobSet's volumeClaimPolicies would create that already exist.
+
+        Asked only for a well-formed CREATE review. `lookup_claim` answers a claim the
+        controller's PVC cache does not hold without a request (manager/servers.py), so a review
+        costs the API server one GET per claim that exists (its spec is compared), not one per
+        template: a client posting reviews cannot turn each into thousands of reads."""
         if self._lookup_claim is None or not isinstance(obj, dict) or not namespace:
             return {}
         try:
