@@ -49,6 +49,7 @@ def build(
     client: KubeClient,
     runnables: Runnables,
     *,
+    review_client: KubeClient,
     registry: CollectorRegistry,
     identity: str,
     clock: Clock,
@@ -77,7 +78,7 @@ def build(
         registry=registry,
     )
 
-    for part in _metrics(options, client, registry=registry, clock=clock):
+    for part in _metrics(options, review_client, registry=registry, clock=clock):
         add(part)
     webhooks: servers.Webhooks | None = None
     webhook_tls = certificates.webhook_tls(options, client, clock=clock, rng=rng)
@@ -123,15 +124,17 @@ def build(
 
 
 def _metrics(
-    options: ManagerOptions, client: KubeClient, *, registry: CollectorRegistry, clock: Clock
+    options: ManagerOptions, reviews: KubeClient, *, registry: CollectorRegistry, clock: Clock
 ) -> list[Runnable]:
+    """The metrics port; `reviews` is the client its TokenReviews and SubjectAccessReviews go
+    through (its own budget: `servers.REVIEW_CLIENT_QPS`)."""
     address = options.effective_metrics_bind_address
     tls: certificates.MetricsTLS | None = None
     if options.metrics_secure and parse_bind_address(address) is not None:
         tls = certificates.metrics_tls(options.config, clock=clock)
     elif not options.metrics_secure:
         log.warning("metrics served over plain HTTP without authentication")
-    _, parts = servers.metrics_server(registry, address, tls=tls, client=client, clock=clock)
+    _, parts = servers.metrics_server(registry, address, tls=tls, client=reviews, clock=clock)
     return parts
 
 

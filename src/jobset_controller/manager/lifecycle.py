@@ -35,6 +35,7 @@ import contextlib
 import gc
 import random
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -51,12 +52,19 @@ from jobset_controller.manager.shutdown import Deposed, stop_gracefully
 from jobset_controller.runtime.client import ClientSettings, KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.http1server import ACCEPT_ERRORS
+from jobset_controller.runtime.kubeconfig import load as load_access
 from jobset_controller.runtime.leaderelection import LeaderElector
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import malloc_trim
 from jobset_controller.runtime.runnables import Group, NotSynced, Runnables
 
 log = structlog.get_logger("manager")
+
+
+@dataclass(frozen=True)
+class _Clients:
+    main: KubeClient
+    reviews: KubeClient
 
 
 class _Exit(Exception):
@@ -124,9 +132,9 @@ class Manager:
         """Run until stopped; returns the process exit code (module docstring)."""
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await self._connect(stack)
+                clients = await self._connect(stack)
                 stack.push_async_callback(self.runnables.stop_all)
-                self._build(client)
+                self._build(clients)
                 await self.runnables.start(Group.SERVERS)
                 await self.runnables.start(Group.WEBHOOKS)
                 await self._sync_caches()
@@ -140,33 +148,48 @@ class Manager:
             return end.code
 
     # ------------------------------------------------------------------------ phases
-    async def _connect(self, stack: contextlib.AsyncExitStack) -> KubeClient:
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> _Clients:
+        """The API clients: the main one every part shares, and the metrics endpoint's own for
+        token and access reviews (a flood of scrapes with new tokens must not spend the
+        reconciles' QPS budget). Closed last."""
         opts = self.options
+        agent = f"jobset-controller/{__version__}"
         try:
-            client = await KubeClient.connect(
-                kubeconfig=opts.kubeconfig,
-                settings=ClientSettings(
-                    qps=opts.effective_qps,
-                    burst=opts.effective_burst,
-                    user_agent=f"jobset-controller/{__version__}",
-                ),
-                registry=self.registry,
-                clock=self.clock,
-                rng=self.rng,
-            )
+            access = await load_access(opts.kubeconfig, None)
         except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
             log.error("cannot load cluster credentials", error=str(problem))
             raise _Exit(1) from problem
-        stack.push_async_callback(client.close)
-        return client
+        main = KubeClient.for_access(
+            access,
+            settings=ClientSettings(
+                qps=opts.effective_qps, burst=opts.effective_burst, user_agent=agent
+            ),
+            registry=self.registry,
+            clock=self.clock,
+            rng=self.rng,
+        )
+        stack.push_async_callback(main.close)
+        reviews = KubeClient.for_access(
+            access,
+            settings=ClientSettings(
+                qps=servers.REVIEW_CLIENT_QPS,
+                burst=servers.REVIEW_CLIENT_BURST,
+                user_agent=f"{agent} metrics-auth",
+            ),
+            clock=self.clock,
+            rng=self.rng,
+        )
+        stack.push_async_callback(reviews.close)
+        return _Clients(main, reviews)
 
-    def _build(self, client: KubeClient) -> None:
+    def _build(self, clients: _Clients) -> None:
         """Construct every part and declare its runnables; nothing runs or listens yet."""
         try:
             parts = assembly.build(
                 self.options,
-                client,
+                clients.main,
                 self.runnables,
+                review_client=clients.reviews,
                 registry=self.registry,
                 identity=self.identity,
                 clock=self.clock,

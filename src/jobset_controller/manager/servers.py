@@ -39,6 +39,11 @@ from jobset_controller.webhook.server import WebhookServer
 
 log = structlog.get_logger("manager")
 
+# The metrics endpoint's review client: its own throttle and connections, so scrapes (cached:
+# runtime/metricsauth.py, at most 4 reviews in flight) never spend the reconciles' budget.
+REVIEW_CLIENT_QPS = 20.0
+REVIEW_CLIENT_BURST = 30
+
 LISTEN_RETRY_FIRST = 1.0
 LISTEN_RETRY_MAX = 30.0
 
@@ -132,7 +137,7 @@ def webhooks(
     """The webhook server; `claims` is the controller's PVC cache (existing claims' names)."""
 
     server = WebhookServer(
-        lookup_claim=claim_lookup(client.get, claims),
+        lookup_claim=claim_lookup(lambda path: client.get(path), claims),
         features=features,
         ssl_context=tls.files.context,
         host=config.webhook.host,

@@ -26,6 +26,7 @@ from jobset_controller.manager.controllers import (
     jobset_unit,
     pod_unit,
 )
+from jobset_controller.manager.lifecycle import _Clients
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.events import EventRecorder
@@ -133,7 +134,7 @@ def readiness_checks(cert_dir: Path) -> list[str]:
     )
     registered: list[str] = []
     manager.runnables.on_ready_check = lambda name, check: registered.append(name)
-    manager._build(NoClient())  # type: ignore[arg-type]
+    manager._build(_Clients(NoClient(), NoClient()))  # type: ignore[arg-type]
     assert not manager.caches_synced()
     return sorted(registered)
 
