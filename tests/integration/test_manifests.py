@@ -257,3 +257,36 @@ def test_prometheus_overlay_adds_a_service_monitor_that_prometheus_may_use(
         input_text=yaml.safe_dump_all(rbac),
     )  # fmt: skip
     assert output.count("serverside-applied (server dry run)") == 3, output
+
+
+def test_network_policy_overlay_adds_one_policy_that_the_apiserver_accepts(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """manifests/with-networkpolicy = the default install + one NetworkPolicy selecting the
+    controller's pods: the webhook port open to all, metrics only from labelled namespaces, no
+    rule for the health port (only the node's own traffic reaches it)."""
+    default = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "default"))
+    rendered = control_plane.kubectl("kustomize", str(ROOT / "manifests" / "with-networkpolicy"))
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    before = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(default) if d}
+    added = [d for d in docs if (d["kind"], d["metadata"]["name"]) not in before]
+    assert [(d["kind"], d["metadata"]["name"]) for d in added] == [
+        ("NetworkPolicy", "jobset-controller-manager")
+    ]
+    policy = added[0]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    webhook, metrics = policy["spec"]["ingress"]
+    assert webhook == {"ports": [{"protocol": "TCP", "port": 9443}]}
+    assert metrics["ports"] == [{"protocol": "TCP", "port": 8443}]
+    assert metrics["from"] == [
+        {"namespaceSelector": {"matchLabels": {"jobset.x-k8s.io/metrics-access": "true"}}}
+    ]
+    policy["metadata"]["namespace"] = namespace
+    status, body = control_plane.request(
+        "POST",
+        f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies?dryRun=All",
+        policy,
+    )
+    assert status == 201, body

@@ -185,3 +185,23 @@ def test_cert_manager_with_an_issuer_of_the_users_choosing() -> None:
         "Certificate/jobset-controller-metrics-cert",
     ):
         assert documents[name]["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "corp-ca"}
+
+
+def test_network_policy_is_off_by_default_and_scopes_each_port_when_on() -> None:
+    assert not any(name.startswith("NetworkPolicy/") for name in _helm_template())
+    documents = _helm_template(
+        "networkPolicy.enable=true", "networkPolicy.healthFrom[0].ipBlock.cidr=10.0.0.0/16"
+    )
+    policy = documents["NetworkPolicy/jobset-controller"]
+    deployment = documents["Deployment/jobset-controller"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    webhook, metrics, health = policy["spec"]["ingress"]
+    assert webhook == {"ports": [{"protocol": "TCP", "port": 9443}]}
+    assert metrics["from"] == [
+        {"namespaceSelector": {"matchLabels": {"jobset.x-k8s.io/metrics-access": "true"}}}
+    ]
+    assert health == {
+        "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}],
+        "ports": [{"protocol": "TCP", "port": 8081}],
+    }
