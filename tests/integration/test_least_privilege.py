@@ -392,6 +392,26 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
 
     await _exercise_pod_placement(kube, namespace)
 
+    # A claim that already exists: the webhook reads it (it is in the controller's PVC cache)
+    # to compare it with the template, and refuses a JobSet that would delete it.
+    await kube.create(
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        {"metadata": {"name": "data-reuse"}, **claims["volumeClaimPolicies"][0]["templates"][0]},
+    )
+    reuse = _jobset("reuse", **claims)
+
+    async def refused_for_its_existing_claim() -> bool:
+        try:
+            await kube.create(work.path(), reuse)
+        except Exception as refusal:
+            return "retentionPolicy.whenDeleted" in str(refusal)
+        await kube.delete(work.path("reuse"))  # admitted before the cache held the claim
+        return False
+
+    await eventually(
+        refused_for_its_existing_claim, "the existing claim read and checked", 30, interval=0.2
+    )
+
     declared = {
         (grant.group, grant.resource, verb)
         for grant in CLUSTER_GRANTS + NAMESPACE_GRANTS
