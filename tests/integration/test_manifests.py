@@ -49,6 +49,8 @@ def test_default_kustomization_renders_and_applies(
     assert ("ClusterRole", "jobset-manager-role") in names
     # Upstream's names for secure metrics: the reader role and the HTTPS metrics Service.
     assert ("ClusterRole", "jobset-metrics-reader") in names
+    # Upstream's roles for people (unbound: admins bind them to those who submit or read JobSets).
+    assert {("ClusterRole", "jobset-editor-role"), ("ClusterRole", "jobset-viewer-role")} <= names
     assert ("Service", "jobset-controller-manager-metrics-service") in names
     # Webhooks on by default, with upstream's names; the certificate Secret ships empty and the
     # controller fills it, writes the certificate under /tmp (the Deployment's emptyDir) and
@@ -129,6 +131,8 @@ def test_helm_chart_renders_and_the_apiserver_accepts_it(
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
+        "ClusterRole",  # the controller's, the metrics reader, and the editor/viewer roles
+        "ClusterRole",
         "ClusterRole",
         "ClusterRole",
         "ClusterRoleBinding",
@@ -146,9 +150,7 @@ def test_helm_chart_renders_and_the_apiserver_accepts_it(
     config = _configuration(next(d for d in docs if d["kind"] == "ConfigMap"), tmp_path, "c.yaml")
     assert config.feature_gates == {"RestartJob": True}
     assert config.internal_cert_management.enable
-    assert config.internal_cert_management.webhook_secret_name == (
-        "jobset-controller-webhook-server-cert"
-    )
+    assert config.internal_cert_management.webhook_secret_name == "jobset-webhook-server-cert"
     output = control_plane.kubectl(
         "apply",
         "--server-side",

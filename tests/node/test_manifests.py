@@ -97,7 +97,7 @@ def controller_pods(node: RealNode, install: Install) -> list[dict[str, Any]]:
 
 def controller_log(node: RealNode, install: Install) -> str:
     return "".join(
-        node.logs(install.namespace, pod["metadata"]["name"], "manager")
+        node.logs(install.namespace, pod["metadata"]["name"], install.container)
         for pod in controller_pods(node, install)
     )
 
@@ -470,7 +470,7 @@ def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
             expires)."""
             holder = _lease_holder(node, installed)
             for name in names:
-                with node.open_log(installed.namespace, name, "manager") as current:
+                with node.open_log(installed.namespace, name, installed.container) as current:
                     if holder and f'"identity":"{holder}"' in current.read().replace(" ", ""):
                         return holder
             return ""
@@ -480,7 +480,7 @@ def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
         standby = next(name for name in names if name != leader)
         # The standby is Ready (it serves admissions) but waits for the Lease.
         assert "attempting to acquire leader lease" in node.logs(
-            installed.namespace, standby, "manager"
+            installed.namespace, standby, installed.container
         )
         watch = subprocess.Popen(
             [
@@ -498,7 +498,7 @@ def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
             stdout=subprocess.PIPE,
             text=True,
         )
-        leader_log = node.open_log(installed.namespace, leader, "manager")
+        leader_log = node.open_log(installed.namespace, leader, installed.container)
         before = leader_log.read()  # what it logged so far; its last lines are read below
         kubectl("delete", "pod", leader, "-n", installed.namespace, "--wait=false")
         holders: list[str] = []

@@ -42,6 +42,10 @@ COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
 # not import webhook; the webhook server logs its refusals under the same names.
 POD_MUTATING_WEBHOOK: Final = "mpod.kb.io"
 POD_VALIDATING_WEBHOOK: Final = "vpod.kb.io"
+# The names the API server may quote for the validating pod webhook: the manifests' (upstream's
+# kustomize names, above) and the Helm chart's (upstream's chart names its webhooks after their
+# paths, and ours keeps those names so a release can switch charts).
+POD_VALIDATING_WEBHOOK_NAMES: Final = (POD_VALIDATING_WEBHOOK, "validate--v1-pod.x-k8s.io")
 _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 Pod = Mapping[str, Any]

@@ -53,6 +53,7 @@ from jobset_controller.api.placement import (
     PLACEMENT_LABEL,
     POD_MUTATING_WEBHOOK,
     POD_VALIDATING_WEBHOOK,
+    POD_VALIDATING_WEBHOOK_NAMES,
 )
 from jobset_controller.controller.resources import PODS
 from jobset_controller.runtime.client import ApiError, KubeClient
@@ -125,7 +126,9 @@ def follower_was_handled(reply: Mapping[str, Any] | None, refusal: str | None) -
     if reply is not None:
         gates = (reply.get("spec") or {}).get("schedulingGates") or ()
         return any(gate.get("name") == PLACEMENT_GATE for gate in gates)
-    return refusal is not None and f'"{POD_VALIDATING_WEBHOOK}"' in refusal
+    return refusal is not None and any(
+        f'"{name}"' in refusal for name in POD_VALIDATING_WEBHOOK_NAMES
+    )
 
 
 class PlacementMode:

@@ -37,6 +37,7 @@ class Install:
     metrics_reader_role: str
     secret: str
     pod_selector: str
+    container: str = "manager"  # the controller's container in its pods
 
 
 def _root() -> Path:
@@ -99,16 +100,24 @@ def install_chart(node: RealNode, image: str, *, release: str, namespace: str) -
             "--timeout=5m",
         ]
     )
-    full = f"{release}-controller"
+    full = chart_fullname(release)
     return Install(
         namespace=namespace,
-        deployment=full,
+        deployment=f"{full}-controller",
         webhook_service=f"{full}-webhook-service",
         metrics_service=f"{full}-metrics-service",
         metrics_reader_role=f"{full}-metrics-reader",
         secret=f"{full}-webhook-server-cert",
         pod_selector=f"app.kubernetes.io/instance={release}",
+        container="controller",
     )
+
+
+def chart_fullname(release: str, name: str = "jobset") -> str:
+    """The chart's `<fullname>` for a release (upstream's chart's rule, which ours follows): the
+    release name when it contains the base name, else `<release>-<name>` (63 characters at most)."""
+    full = release if name in release else f"{release}-{name}"
+    return full[:63].rstrip("-")
 
 
 def uninstall_chart(node: RealNode, *, release: str, namespace: str) -> None:

@@ -13,7 +13,8 @@ and keeps, beside the binary, what the same module download ships:
     <cache>/upstream-jobset-<version>/manager/             its Deployment and default Configuration
     <cache>/upstream-jobset-<version>/charts/jobset/       its Helm chart
 
-`ensure_upstream()` returns the bin directory; the helpers below name the rest.
+`ensure_upstream()` returns the bin directory; the helpers below name the rest, and
+`UpstreamController` runs the manager as a host process on loopback ports (as the tests run ours).
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from jobset_controller_dev.envtest.binaries import cache_root, repo_root
+from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 UPSTREAM_VERSION = "v0.12.0"
 MANAGER = "jobset-manager"
@@ -96,3 +102,67 @@ def ensure_upstream() -> Path:
     if not _complete(bin_dir):
         raise UpstreamMissing(f"hack/upstream-jobset.sh printed {bin_dir}, which is incomplete")
     return bin_dir
+
+
+class UpstreamController:
+    """Upstream's manager as a host process: `--kubeconfig`, `--config`, metrics and health probes
+    on 127.0.0.1 ports, then `args` (Go flags, e.g. `--leader-elect=false`). Its webhook server
+    listens where the Configuration's `webhook.host`/`port` say (put 127.0.0.1 there: upstream
+    binds every interface by default) with the pair in `webhook.certDir`. Keep
+    `internalCertManagement.enable: false`: upstream's rotator writes to the fixed host path
+    /tmp/k8s-webhook-server/serving-certs. Started on construction; output goes to `log`."""
+
+    def __init__(
+        self,
+        bin_dir: Path,
+        *,
+        kubeconfig: Path,
+        config: Path,
+        log: Path,
+        metrics_port: int | None = None,
+        health_port: int | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
+        self.health_port = health_port if health_port is not None else free_port()
+        self.metrics_port = metrics_port if metrics_port is not None else free_port()
+        self.process = ManagedProcess(
+            "upstream-jobset",
+            [
+                str(upstream_manager(bin_dir)),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={config}",
+                f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+                f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
+                *args,
+            ],
+            log,
+        )
+        self.process.start()
+
+    def probe(self, path: str) -> int:
+        """The HTTP status of `path` on the health port; 0 when nothing answers."""
+        try:
+            url = f"http://127.0.0.1:{self.health_port}{path}"
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except OSError:
+            return 0
+
+    def wait_ready(self, within: float = 60) -> None:
+        """Until /readyz answers 200 (upstream: certificates ready and the webhook server
+        started); fail if the process exits first or `within` s pass."""
+        deadline = time.monotonic() + within
+        while self.probe("/readyz") != 200:
+            if not self.process.running():
+                raise UpstreamMissing(f"upstream exited:\n{self.process.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"upstream not ready in {within:g} s:\n{self.process.log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM (as a rollout does), then SIGKILL after `timeout` s."""
+        self.process.stop(timeout)

@@ -43,18 +43,18 @@ def _helm_template(*values: str) -> dict[str, dict[str, Any]]:
 
 def test_metrics_service_and_reader_role_are_always_rendered() -> None:
     documents = _helm_template()
-    service = documents["Service/jobset-controller-metrics-service"]
+    service = documents["Service/jobset-metrics-service"]
     assert service["spec"]["ports"] == [
         {"name": "https", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}
     ]
-    reader = documents["ClusterRole/jobset-controller-metrics-reader"]
+    reader = documents["ClusterRole/jobset-metrics-reader"]
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     assert not any(name.startswith("ServiceMonitor/") for name in documents)
 
 
 def test_prometheus_enable_renders_a_service_monitor_that_prometheus_may_use() -> None:
     documents = _helm_template("prometheus.enable=true", "prometheus.prometheusNamespace=mon")
-    monitor = documents["ServiceMonitor/jobset-controller-metrics-service-monitor"]
+    monitor = documents["ServiceMonitor/jobset-metrics-service-monitor"]
     [endpoint] = monitor["spec"]["endpoints"]
     assert endpoint == {
         "port": "https",
@@ -63,12 +63,12 @@ def test_prometheus_enable_renders_a_service_monitor_that_prometheus_may_use() -
         "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
         "tlsConfig": {"insecureSkipVerify": True},
     }
-    binding = documents["ClusterRoleBinding/jobset-controller-metrics-reader-prometheus"]
-    assert binding["roleRef"]["name"] == "jobset-controller-metrics-reader"
+    binding = documents["ClusterRoleBinding/jobset-metrics-reader-prometheus"]
+    assert binding["roleRef"]["name"] == "jobset-metrics-reader"
     assert {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "mon"} in binding[
         "subjects"
     ]
-    assert "RoleBinding/jobset-controller-prometheus-k8s" in documents
+    assert "RoleBinding/jobset-prometheus-k8s" in documents
 
 
 def test_upstream_security_values_are_the_defaults_and_are_read() -> None:
@@ -117,21 +117,25 @@ def test_webhooks_with_internal_certificates_by_default() -> None:
     documents = _helm_template()
     assert _config(documents)["internalCertManagement"] == {
         "enable": True,
-        "webhookServiceName": "jobset-controller-webhook-service",
-        "webhookSecretName": "jobset-controller-webhook-server-cert",
+        "webhookServiceName": "jobset-webhook-service",
+        "webhookSecretName": "jobset-webhook-server-cert",
     }
-    secret = documents["Secret/jobset-controller-webhook-server-cert"]
+    secret = documents["Secret/jobset-webhook-server-cert"]
     assert secret["type"] == "Opaque"
-    assert "data" not in secret  # filled by the controller
-    service = documents["Service/jobset-controller-webhook-service"]
-    assert service["spec"]["ports"] == [{"port": 443, "targetPort": "webhook", "protocol": "TCP"}]
+    # Filled by the controller; an install renders no data (an upgrade renders the live data,
+    # through `lookup`, which `helm template` never sees; tests/e2e/test_chart_swap.py).
+    assert "data" not in secret
+    service = documents["Service/jobset-webhook-service"]
+    assert service["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
     for name in WEBHOOK_CONFIGURATIONS:
         configuration = documents[name]
         assert "annotations" not in configuration["metadata"]
         hooks = configuration["webhooks"]
         assert len(hooks) == 2  # the JobSet webhook and the pod webhook of exclusive placement
         for hook in hooks:
-            assert hook["clientConfig"]["service"]["name"] == "jobset-controller-webhook-service"
+            assert hook["clientConfig"]["service"]["name"] == "jobset-webhook-service"
             assert hook["clientConfig"]["service"]["namespace"] == "jobs"
     pod = documents["Deployment/jobset-controller"]["spec"]["template"]["spec"]
     [container] = pod["containers"]
@@ -143,23 +147,23 @@ def test_webhooks_with_internal_certificates_by_default() -> None:
 def test_cert_manager_enable_issues_and_mounts_the_certificates_instead() -> None:
     documents = _helm_template("certManager.enable=true")
     assert _config(documents)["internalCertManagement"]["enable"] is False
-    assert "Secret/jobset-controller-webhook-server-cert" not in documents
-    certificate = documents["Certificate/jobset-controller-cert"]["spec"]
-    assert certificate["secretName"] == "jobset-controller-webhook-server-cert"
+    assert "Secret/jobset-webhook-server-cert" not in documents
+    certificate = documents["Certificate/jobset-cert"]["spec"]
+    assert certificate["secretName"] == "jobset-webhook-server-cert"
     assert certificate["dnsNames"] == [
-        "jobset-controller-webhook-service.jobs.svc",
-        "jobset-controller-webhook-service.jobs.svc.cluster.local",
+        "jobset-webhook-service.jobs.svc",
+        "jobset-webhook-service.jobs.svc.cluster.local",
     ]
     assert certificate["issuerRef"] == {
         "kind": "Issuer",
-        "name": "jobset-controller-self-signed-issuer",
+        "name": "jobset-self-signed-issuer",
     }
-    metrics = documents["Certificate/jobset-controller-metrics-cert"]["spec"]
-    assert metrics["secretName"] == "jobset-controller-metrics-server-cert"
-    assert "Issuer/jobset-controller-self-signed-issuer" in documents
+    metrics = documents["Certificate/jobset-metrics-cert"]["spec"]
+    assert metrics["secretName"] == "jobset-metrics-server-cert"
+    assert "Issuer/jobset-self-signed-issuer" in documents
     for name in WEBHOOK_CONFIGURATIONS:
         assert documents[name]["metadata"]["annotations"] == {
-            "cert-manager.io/inject-ca-from": "jobs/jobset-controller-cert"
+            "cert-manager.io/inject-ca-from": "jobs/jobset-cert"
         }
     pod = documents["Deployment/jobset-controller"]["spec"]["template"]["spec"]
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
@@ -168,8 +172,8 @@ def test_cert_manager_enable_issues_and_mounts_the_certificates_instead() -> Non
     assert mounts["webhook-cert"]["readOnly"]
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {
-        "webhook-cert": "jobset-controller-webhook-server-cert",
-        "metrics-cert": "jobset-controller-metrics-server-cert",
+        "webhook-cert": "jobset-webhook-server-cert",
+        "metrics-cert": "jobset-metrics-server-cert",
     }
 
 
@@ -179,10 +183,10 @@ def test_cert_manager_with_an_issuer_of_the_users_choosing() -> None:
         "certManager.issuerRef.kind=ClusterIssuer",
         "certManager.issuerRef.name=corp-ca",
     )
-    assert "Issuer/jobset-controller-self-signed-issuer" not in documents
+    assert "Issuer/jobset-self-signed-issuer" not in documents
     for name in (
-        "Certificate/jobset-controller-cert",
-        "Certificate/jobset-controller-metrics-cert",
+        "Certificate/jobset-cert",
+        "Certificate/jobset-metrics-cert",
     ):
         assert documents[name]["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "corp-ca"}
 

@@ -99,9 +99,9 @@ def test_the_chart_renders_the_rule_file_and_the_dashboard() -> None:
     ).stdout  # fmt: skip
     documents = {doc["kind"] + "/" + doc["metadata"]["name"]: doc for doc in
                  yaml.safe_load_all(rendered) if doc}  # fmt: skip
-    rule = documents["PrometheusRule/jobset-controller-alerts"]
+    rule = documents["PrometheusRule/t-jobset-alerts"]  # <fullname>: release t
     assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
-    dashboard = documents["ConfigMap/jobset-controller-grafana-dashboard"]
+    dashboard = documents["ConfigMap/t-jobset-grafana-dashboard"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["jobset-controller.json"]) == json.loads(
         DASHBOARD.read_text()
