@@ -265,6 +265,11 @@ def _status_schema() -> Schema:
             "currentInPlaceRestartAttempt": _int32(
                 "In-place restart attempt all pods have reached (InPlaceRestart gate).", minimum=0
             ),
+            "executionAttempts": _int32(
+                "Runs of the JobSet so far, counting from 0: each resume after a suspension and "
+                "each global restart starts one (ExecutionAttemptsTracking gate).",
+                minimum=0,
+            ),
             "previousInPlaceRestartAttempt": _int32(
                 "Pods at or below this in-place attempt must restart (InPlaceRestart gate).",
                 minimum=0,

@@ -28,6 +28,9 @@ JOBSET_UID_KEY: Final = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB_NAME_KEY: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTARTS_KEY: Final = "jobset.sigs.k8s.io/restart-attempt"
 JOB_RESTART_ATTEMPT_KEY: Final = "jobset.sigs.k8s.io/job-restart-attempt"
+# ExecutionAttemptsTracking gate: status.executionAttempts of the run a Job (and its pods) is
+# part of; an annotation only, on the Job and its pod template (KEP-1282).
+EXECUTION_ATTEMPT_KEY: Final = "jobset.sigs.k8s.io/execution-attempt"
 REPLICATED_JOB_REPLICAS_KEY: Final = "jobset.sigs.k8s.io/replicatedjob-replicas"
 GLOBAL_REPLICAS_KEY: Final = "jobset.sigs.k8s.io/global-replicas"
 JOB_INDEX_KEY: Final = "jobset.sigs.k8s.io/job-index"

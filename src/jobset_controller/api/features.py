@@ -19,6 +19,8 @@ _GATE_ATTRIBUTES: Mapping[str, str] = {
     "RestartJob": "restart_job",
     "ElasticJobSet": "elastic_job_set",
     "TLSOptions": "tls_options",
+    "ExecutionAttemptsTracking": "execution_attempts_tracking",
+    "MutablePodResourcesForSuspendedJobSets": "mutable_pod_resources_for_suspended_job_sets",
 }
 
 # GA gates cannot be switched off any more (value they are locked to).
@@ -34,12 +36,20 @@ class FeatureGates:
         restart_job: Alpha. Allows the ``RestartJob*`` failure policy actions.
         elastic_job_set: Alpha. Allows changing parallelism/completions of Indexed replicatedJobs.
         tls_options: GA, locked to true. Honours the ``tls`` block of the config file.
+        execution_attempts_tracking: Alpha (KEP-1282). ``status.executionAttempts`` counts every
+            run of the JobSet (each resume after a suspension and each global restart), and the
+            Jobs of each run carry it in the ``execution-attempt`` annotation.
+        mutable_pod_resources_for_suspended_job_sets: Alpha (KEP-1150). Container and init
+            container ``resources.requests``/``limits`` may change while the JobSet is (or
+            becomes) suspended; resuming carries them into the suspended child Jobs.
     """
 
     in_place_restart: bool = False
     restart_job: bool = False
     elastic_job_set: bool = False
     tls_options: bool = True
+    execution_attempts_tracking: bool = False
+    mutable_pod_resources_for_suspended_job_sets: bool = False
 
     def __post_init__(self) -> None:
         for gate, locked_value in _LOCKED_GATES.items():

@@ -313,6 +313,7 @@ class JobSetStatus(WireModel):
     replicated_jobs_status: list[ReplicatedJobStatus] = Field(default_factory=list)
     previous_in_place_restart_attempt: StrictInt | None = Field(default=None, ge=0)
     current_in_place_restart_attempt: StrictInt | None = Field(default=None, ge=0)
+    execution_attempts: StrictInt | None = Field(default=None, ge=0)
 
 
 class JobSet(WireModel):

@@ -6,7 +6,7 @@ The Job starts as a copy of the replicatedJob's Job template (its metadata contr
 annotations only), then the controller:
 
 1. writes the JobSet label/annotation set on the Job and on its pod template, plus the
-   exclusive-placement annotations (``labels``);
+   exclusive-placement annotations (``labels``) and, with its gate, the execution attempt;
 2. sets the pod template's ``subdomain`` when DNS hostnames are enabled (the headless Service
    has that name);
 3. applies the exclusive-placement strategy (``placement``): with the pod webhooks active, the
@@ -21,7 +21,13 @@ from typing import Any
 
 import orjson
 
-from jobset_controller.api import EXCLUSIVE_KEY, JOB_KEY, JobSet, ReplicatedJob
+from jobset_controller.api import (
+    EXCLUSIVE_KEY,
+    EXECUTION_ATTEMPT_KEY,
+    JOB_KEY,
+    JobSet,
+    ReplicatedJob,
+)
 from jobset_controller.api.naming import job_name, jobset_subdomain
 from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_LABEL
 from jobset_controller.reconcile.labels import child_labels, exclusive_annotations
@@ -51,6 +57,7 @@ def construct_job(
     job_restart_attempt: int | None,
     pod_webhooks: bool = False,
     template: Mapping[str, Any] | None = None,
+    execution_attempt: str | None = None,
 ) -> dict[str, Any]:
     """The manifest of Job ``job_index`` of ``rjob``.
 
@@ -64,6 +71,8 @@ def construct_job(
             and followers (labelled, no affinity in its template).
         template: ``rjob.template.to_dict()``, when the caller builds many Jobs of one
             replicatedJob (dumping the model once per replicatedJob, not once per Job).
+        execution_attempt: ExecutionAttemptsTracking gate: the ``execution-attempt``
+            annotation of the Job and its pod template; None writes none.
     """
     namespace = js.metadata.namespace or ""
     name = job_name(js.metadata.name or "", rjob.name, job_index)
@@ -71,6 +80,8 @@ def construct_job(
         js, rjob, job_index, restarts=restarts, job_restart_attempt=job_restart_attempt
     )
     exclusive = exclusive_annotations(js, rjob)
+    if execution_attempt is not None:
+        exclusive = {**exclusive, EXECUTION_ATTEMPT_KEY: execution_attempt}
     if template is None:
         template = rjob.template.to_dict()
     template_metadata = template.get("metadata") or {}

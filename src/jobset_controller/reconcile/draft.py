@@ -75,6 +75,8 @@ class StatusDraft:
         job_restarts_count_towards_max: RestartJob gate: ``jobRestartsCountTowardsMax``.
         now: The pass's time, formatted for ``lastTransitionTime``.
         events: Events to emit once the status is written.
+        execution_attempts: ExecutionAttemptsTracking gate: ``status.executionAttempts`` (None:
+            not counted yet, or the gate is off and the stored value is left alone).
     """
 
     conditions: Conditions
@@ -86,6 +88,7 @@ class StatusDraft:
     job_restarts_count_towards_max: Mapping[str, IndexCounts]
     now: str
     events: tuple[Event, ...] = ()
+    execution_attempts: int | None = None
 
     @classmethod
     def start(
@@ -95,11 +98,14 @@ class StatusDraft:
         *,
         now: str,
         carry_job_restarts: bool,
+        track_execution_attempts: bool = False,
     ) -> "StatusDraft":
         """The draft a pass starts from: the stored status with this pass's counts.
 
         ``carry_job_restarts`` (the RestartJob gate) keeps the per-index restart arrays; without
-        the gate they are dropped, as upstream drops them.
+        the gate they are dropped, as upstream drops them. ``track_execution_attempts`` (the
+        ExecutionAttemptsTracking gate) reads ``executionAttempts``; without it the draft holds
+        None and the stored value is neither read nor changed.
         """
         job_restarts: dict[str, IndexCounts] = {}
         towards_max: dict[str, IndexCounts] = {}
@@ -120,6 +126,7 @@ class StatusDraft:
             job_restarts=job_restarts,
             job_restarts_count_towards_max=towards_max,
             now=now,
+            execution_attempts=status.execution_attempts if track_execution_attempts else None,
         )
 
     def with_condition(self, new: NewCondition) -> "StatusDraft":
@@ -129,6 +136,16 @@ class StatusDraft:
             return self
         event = Event(new.event_type, new.reason, new.message, after_status=True)
         return dataclasses.replace(self, conditions=conditions, events=(*self.events, event))
+
+    def restarted(self, *, counts_towards_max: bool) -> "StatusDraft":
+        """One more global restart: a new run, so one more execution attempt when counted."""
+        attempts = self.execution_attempts
+        return dataclasses.replace(
+            self,
+            restarts=self.restarts + 1,
+            restarts_count_towards_max=self.restarts_count_towards_max + int(counts_towards_max),
+            execution_attempts=None if attempts is None else attempts + 1,
+        )
 
     def with_event(self, event: Event) -> "StatusDraft":
         """The draft with one more event queued."""

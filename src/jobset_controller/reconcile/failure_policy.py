@@ -227,11 +227,7 @@ def _restart_jobset(
         base = RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_MESSAGE
         event_reason = RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT
     message = _message(context, base)
-    draft = dataclasses.replace(
-        draft,
-        restarts=draft.restarts + 1,
-        restarts_count_towards_max=draft.restarts_count_towards_max + int(counts_towards_max),
-    )
+    draft = draft.restarted(counts_towards_max=counts_towards_max)
     draft = draft.with_condition(
         NewCondition(
             ConditionType.RESTARTING_JOBSET,

@@ -25,6 +25,7 @@ from jobset_controller.api.naming import job_name
 from jobset_controller.reconcile.depends_on import dependencies_are_reached
 from jobset_controller.reconcile.desired_jobs import construct_job
 from jobset_controller.reconcile.draft import StatusDraft
+from jobset_controller.reconcile.execution_attempts import annotation_value
 from jobset_controller.reconcile.startup_order import (
     COMPLETED,
     IN_PROGRESS,
@@ -65,6 +66,7 @@ def plan_job_creation(view: JobSetView, draft: StatusDraft) -> Creation:
     blocked = recreation_is_blocked(view)
     taken = view.children.names()
     name = js.metadata.name or ""
+    execution_attempt = annotation_value(view, draft)
     jobs: list[dict[str, Any]] = []
     for rjob in js.spec.replicated_jobs:
         if not dependencies_are_reached(rjob, view.replicas, view.counts):
@@ -91,6 +93,7 @@ def plan_job_creation(view: JobSetView, draft: StatusDraft) -> Creation:
                     job_restart_attempt=attempt,
                     pod_webhooks=view.pod_webhooks,
                     template=template,
+                    execution_attempt=execution_attempt,
                 )
             )
         if in_order:

@@ -6,7 +6,8 @@ Rendering starts from the stored status, so fields this controller does not mana
 client's, or the in-place restart attempts) survive. ``restarts`` is always written;
 ``restartsCountTowardsMax``, ``terminalState``, ``conditions`` and ``replicatedJobsStatus`` are
 left out when zero or empty, as Go's ``omitempty`` leaves them out. ``jobRestarts`` arrays appear
-only with the RestartJob gate.
+only with the RestartJob gate; ``executionAttempts`` (a pointer upstream: 0 is written) only with
+the ExecutionAttemptsTracking gate.
 
 Whether to write compares the two statuses semantically: ``replicatedJobsStatus`` as a set keyed by
 name (upstream sorts both sides by name), and an omitted field equal to its zero value. So a
@@ -28,9 +29,15 @@ _JOB_RESTART_ARRAYS = (
 def render_status(
     old: Mapping[str, Any], draft: StatusDraft, *, job_restarts_gate: bool
 ) -> dict[str, Any]:
-    """The complete new ``.status`` wire dict: ``old`` updated with the draft."""
+    """The complete new ``.status`` wire dict: ``old`` updated with the draft.
+
+    ``executionAttempts`` is written when the draft holds a value (0 included: the first run);
+    a draft without one leaves the stored field as it was (the gate is off, or not counted yet).
+    """
     out = dict(old)
     out["restarts"] = draft.restarts
+    if draft.execution_attempts is not None:
+        out["executionAttempts"] = draft.execution_attempts
     _set_or_drop(out, "restartsCountTowardsMax", draft.restarts_count_towards_max)
     _set_or_drop(out, "terminalState", draft.terminal_state)
     _set_or_drop(out, "conditions", [dict(condition) for condition in draft.conditions])

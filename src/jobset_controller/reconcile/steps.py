@@ -6,7 +6,7 @@
     4. count the current attempt's Jobs into the status draft
     5. finished (Completed/Failed)   -> delete active Jobs, apply the TTL; stop
     6. rejected (invalid JobSet, InPlaceRestart, no replicatedJobs) -> Failed; stop
-    7. delete the previous attempt's Jobs
+    7. delete the previous attempt's Jobs; count the execution attempt (its gate)
     8. all Jobs ready                -> RestartingJobSet=False (JobsReady)
     9. any failed Job                -> failure policy; stop
    10. enough succeeded Jobs         -> Completed; stop
@@ -35,6 +35,7 @@ from jobset_controller.reconcile.conditions import NewCondition, is_true
 from jobset_controller.reconcile.counts import count_replicated_jobs, counts_by_name
 from jobset_controller.reconcile.draft import StatusDraft
 from jobset_controller.reconcile.elastic import elastic_patches
+from jobset_controller.reconcile.execution_attempts import count_resume, start_counting
 from jobset_controller.reconcile.failure_policy import Blocked, execute_failure_policy
 from jobset_controller.reconcile.job_creation import plan_job_creation
 from jobset_controller.reconcile.jobs import Job, is_being_deleted, name_of, resource_version_of
@@ -86,6 +87,7 @@ def reconcile(snapshot: Snapshot) -> Plan:
         tuple(view.counts.values()),
         now=format_time(snapshot.now),
         carry_job_restarts=snapshot.features.restart_job,
+        track_execution_attempts=snapshot.features.execution_attempts_tracking,
     )
     if is_finished(draft.conditions):
         return _finished(snapshot, view, draft)
@@ -97,6 +99,7 @@ def reconcile(snapshot: Snapshot) -> Plan:
         # are immutable. Failing says why once; the finished JobSet is not judged again.
         return _plan(snapshot, fail_jobset(draft, VALIDATION_FAILED_REASON, NOTHING_TO_RUN))
     deletes, deletes_cut = _deletes(view.children.previous)
+    draft = start_counting(view, draft)
     draft = _mark_jobs_ready(view, draft)
     if view.children.failed:
         outcome = execute_failure_policy(
@@ -182,7 +185,7 @@ def _run(
         if snapshot.features.elastic_job_set
         else {}
     )
-    creation = plan_job_creation(view, draft)
+    creation = plan_job_creation(view, count_resume(view, draft))
     if view.suspended:
         suspension = plan_suspend(view, creation.draft)
     else:

@@ -18,14 +18,16 @@ reached and, with InOrder, one whose Jobs have all started. Resume each suspende
 With InOrder the walk stops after the first replicatedJob not yet started (StartupPolicyInProgress),
 so the JobSet resumes one replicatedJob at a time. A walk that finishes sets ``Suspended=False``
 (ResumeJobs), which only shows once a Suspended condition exists. Resuming never counts as a
-restart. Jobs being deleted are left alone.
+restart (with ExecutionAttemptsTracking it starts a new execution attempt, whose number the
+resume patch writes into the Job and its pod template: execution_attempts.py). Jobs being
+deleted are left alone.
 """
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from jobset_controller.api import REPLICATED_JOB_NAME_KEY, ConditionType
+from jobset_controller.api import EXECUTION_ATTEMPT_KEY, REPLICATED_JOB_NAME_KEY, ConditionType
 from jobset_controller.reconcile.catalogue import (
     JOBSET_SUSPENDED_MESSAGE,
     JOBSET_SUSPENDED_REASON,
@@ -37,6 +39,7 @@ from jobset_controller.reconcile.catalogue import (
 from jobset_controller.reconcile.conditions import NewCondition
 from jobset_controller.reconcile.depends_on import dependencies_are_reached
 from jobset_controller.reconcile.draft import StatusDraft
+from jobset_controller.reconcile.execution_attempts import annotation_value
 from jobset_controller.reconcile.jobs import (
     Job,
     has_start_time,
@@ -107,6 +110,7 @@ def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
     for job in view.children.active:
         by_rjob.setdefault(labels_of(job).get(REPLICATED_JOB_NAME_KEY, ""), []).append(job)
     patches: list[JobPatch] = []
+    execution_attempt = annotation_value(view, draft)
     for rjob in js.spec.replicated_jobs:
         if not dependencies_are_reached(rjob, view.replicas, view.counts):
             continue
@@ -114,7 +118,7 @@ def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
             continue
         template = rjob.template.spec.template.to_dict()
         patches.extend(
-            resume_patch(job, template)
+            resume_patch(job, template, execution_attempt=execution_attempt)
             for job in by_rjob.get(rjob.name, ())
             if is_suspended(job) and not is_being_deleted(job)
         )
@@ -123,13 +127,19 @@ def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
     return SuspendOutcome(tuple(patches), draft.with_condition(RESUMED))
 
 
-def resume_patch(job: Job, template: Mapping[str, Any]) -> JobPatch:
+def resume_patch(
+    job: Job, template: Mapping[str, Any], *, execution_attempt: str | None = None
+) -> JobPatch:
     """The patch that resumes ``job`` with the merged fields of the replicatedJob's pod template.
 
     Only merged fields that change are in the patch. Merged maps may be sent whole (a merge
-    patch merges maps); merged lists must be (a merge patch replaces lists).
+    patch merges maps); merged lists must be (a merge patch replaces lists). With an
+    ``execution_attempt`` (its gate), the Job and its pod template get that annotation in the
+    same patch that resumes it.
     """
     job_template = pod_template_of(job)
+    if execution_attempt is not None:
+        template = _with_pod_annotation(template, EXECUTION_ATTEMPT_KEY, execution_attempt)
     template_patch: dict[str, dict[str, Any]] = {}
     for section, field, how in MERGED_FIELDS:
         current = _field(job_template, section, field)
@@ -145,11 +155,14 @@ def resume_patch(job: Job, template: Mapping[str, Any]) -> JobPatch:
     spec: dict[str, Any] = {"suspend": False}
     if template_patch:
         spec["template"] = template_patch
+    body: dict[str, Any] = {"spec": spec}
+    if execution_attempt is not None:
+        body["metadata"] = {"annotations": {EXECUTION_ATTEMPT_KEY: execution_attempt}}
     return JobPatch(
         name_of(job),
         uid_of(job),
         resource_version_of(job),
-        {"spec": spec},
+        body,
         clear_start_time=has_start_time(job),
         reason="resume",
     )
@@ -169,6 +182,13 @@ def union_lists(current: Sequence[Any] | None, desired: Sequence[Any] | None) ->
         if entry not in out:
             out.append(entry)
     return out
+
+
+def _with_pod_annotation(template: Mapping[str, Any], key: str, value: str) -> dict[str, Any]:
+    """``template`` with one more pod annotation (a shallow copy: the model's dict is shared)."""
+    metadata = dict(template.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), key: value}
+    return {**template, "metadata": metadata}
 
 
 def _field(template: Mapping[str, Any], section: str, field: str) -> Any:

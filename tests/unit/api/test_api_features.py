@@ -15,6 +15,8 @@ def test_defaults_match_the_gate_table() -> None:
         False,
     )
     assert gates.tls_options is True
+    assert gates.execution_attempts_tracking is False
+    assert gates.mutable_pod_resources_for_suspended_job_sets is False
 
 
 @pytest.mark.parametrize(
@@ -29,6 +31,16 @@ def test_defaults_match_the_gate_table() -> None:
             {"ElasticJobSet": True}, FeatureGates(elastic_job_set=True), id="ElasticJobSet"
         ),
         pytest.param({"TLSOptions": True}, FeatureGates(), id="TLSOptions true is accepted"),
+        pytest.param(
+            {"ExecutionAttemptsTracking": True},
+            FeatureGates(execution_attempts_tracking=True),
+            id="ExecutionAttemptsTracking",
+        ),
+        pytest.param(
+            {"MutablePodResourcesForSuspendedJobSets": True},
+            FeatureGates(mutable_pod_resources_for_suspended_job_sets=True),
+            id="MutablePodResourcesForSuspendedJobSets",
+        ),
         pytest.param(
             {"RestartJob": True, "ElasticJobSet": False},
             FeatureGates(restart_job=True),

@@ -85,6 +85,7 @@ WIRE_NAMES: list[tuple[type[BaseModel], str, str]] = [
     (JobSetStatus, "replicated_jobs_status", "replicatedJobsStatus"),
     (JobSetStatus, "previous_in_place_restart_attempt", "previousInPlaceRestartAttempt"),
     (JobSetStatus, "current_in_place_restart_attempt", "currentInPlaceRestartAttempt"),
+    (JobSetStatus, "execution_attempts", "executionAttempts"),
     (ReplicatedJobStatus, "job_restarts", "jobRestarts"),
     (ReplicatedJobStatus, "job_restarts_count_towards_max", "jobRestartsCountTowardsMax"),
     (Condition, "observed_generation", "observedGeneration"),
