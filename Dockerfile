@@ -7,14 +7,20 @@
 # works whichever layout the base's Python uses (Debian's pip puts `--prefix` installs under
 # `local/`). The final stage holds the base, that venv and nothing else: no pip, no tests, no
 # development tooling (`jobset_controller_dev` is not in the wheel).
+#
+# PIP_OPTIONS: extra options for the one `pip install`. Empty by default (PyPI); hack/image.sh
+# passes `--no-index --find-links /wheels` with a directory of wheels it fetched on the host (from
+# pip's cache) mounted there, so the build downloads nothing.
 ARG BASE=python:3.12-slim
 
 FROM ${BASE} AS build
+ARG PIP_OPTIONS=""
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
 RUN python3 -m venv /opt/jobset-controller \
- && /opt/jobset-controller/bin/pip install --no-cache-dir --disable-pip-version-check . \
+ && /opt/jobset-controller/bin/pip install --no-cache-dir --disable-pip-version-check \
+      $PIP_OPTIONS . \
  && /opt/jobset-controller/bin/python -m pip uninstall --yes --quiet pip setuptools
 
 FROM ${BASE}

@@ -2,11 +2,14 @@
 # Builds the controller image from the repository's Dockerfile, without any image registry:
 #   1. a Debian 12 base with python3 + python3-venv, made from Debian's packages by mmdebstrap
 #      and imported into podman (cached: made once);
-#   2. `podman build --build-arg BASE=<that base>` (pip reaches PyPI through the host network,
-#      with the host's CA bundle and pip.conf mounted read-only), tagged by a key of its inputs
-#      (the Dockerfile, pyproject.toml, README.md, src/jobset_controller, the base), so an
-#      unchanged tree is not built again;
-#   3. `podman save` of it as a docker archive beside the cache (what containerd imports), and of
+#   2. the wheels of the product's dependencies and of its build backend, for the base's Python
+#      (cp311, manylinux, x86_64), fetched on the host with pip (its cache already holds them after
+#      the test venv is made) into a directory keyed by pyproject.toml;
+#   3. `podman build --build-arg BASE=<that base>` with that directory mounted at /wheels and
+#      `PIP_OPTIONS=--no-index --find-links /wheels`, so the build downloads nothing; tagged by a
+#      key of its inputs (the Dockerfile, pyproject.toml, README.md, src/jobset_controller, the
+#      base), so an unchanged tree is not built again;
+#   4. `podman save` of it as a docker archive beside the cache (what containerd imports), and of
 #      the pod sandbox image `localhost/pause:local` (hack/image/pause.c, static, FROM scratch).
 # Prints the build time and the image size to stderr, then the pause archive, the controller
 # archive, then (last line) the controller image name. podman uses the project's own configuration and storage (hack/podman-env.sh).
@@ -30,6 +33,24 @@ if ! podman image exists "$base"; then
   podman import --quiet "$dir/base-$suite.tar" "$base" >/dev/null
 fi
 
+# The dependencies' wheels. The base is Debian 12: CPython 3.11, glibc 2.36.
+wheels="$dir/wheels-$(sha256sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$wheels/.complete" ]; then
+  say "fetching the dependencies' wheels into $wheels"
+  py="${JOBSET_VENV:-.venv}/bin/python"
+  [ -x "$py" ] || py=python3
+  rm -rf "$dir"/wheels-* && mkdir -p "$wheels/project"
+  # pip does not widen a manylinux_2_X platform to older glibc versions: each is named.
+  tags=(--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311
+        --platform manylinux2014_x86_64)
+  for glibc_minor in $(seq 17 36); do tags+=(--platform "manylinux_2_${glibc_minor}_x86_64"); done
+  "$py" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$wheels/project" . >&2
+  "$py" -m pip download --quiet --disable-pip-version-check "${tags[@]}" -d "$wheels" \
+    "$wheels"/project/*.whl 'hatchling>=1.25' >&2
+  rm -rf "$wheels/project" "$wheels"/jobset_controller-*.whl
+  touch "$wheels/.complete"
+fi
+
 key=$(
   {
     podman image inspect --format '{{.Id}}' "$base"
@@ -41,10 +62,9 @@ image="localhost/jobset-controller:$key"
 archive="$dir/jobset-controller-$key.tar"
 if ! podman image exists "$image"; then
   say "building $image"
-  mounts=(-v /etc/ssl/certs:/etc/ssl/certs:ro)
-  [ -f /etc/pip.conf ] && mounts+=(-v /etc/pip.conf:/etc/pip.conf:ro)
   started=$(date +%s%N)
-  podman build --quiet --network host "${mounts[@]}" --build-arg "BASE=$base" -t "$image" . >&2
+  podman build --quiet --network none -v "$wheels:/wheels:ro" --build-arg "BASE=$base" \
+    --build-arg "PIP_OPTIONS=--no-index --find-links /wheels" -t "$image" . >&2
   elapsed=$((($(date +%s%N) - started) / 100000000))
   say "built in $((elapsed / 10)).$((elapsed % 10)) s"
   # Earlier trees' images: only the newest is kept (each is ~400 MB of storage).

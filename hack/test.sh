@@ -2,9 +2,10 @@
 # The one test command (README, `make test`, CI): installs what it needs, then lint, types, tests.
 #
 #   1. a virtualenv in .venv with the project and its test extras (pip's cache makes reruns fast);
-#   2. the Kubernetes binaries and Kueue, built once from their Go modules and cached outside the
-#      repo (hack/k8s-binaries.sh, hack/kueue.sh), and the controller image with podman
-#      (hack/image.sh; Debian packages installed by hack/node-packages.sh);
+#   2. the Kubernetes binaries, Kueue and upstream's JobSet controller, built once from their Go
+#      modules and cached outside the repo (hack/k8s-binaries.sh, hack/kueue.sh,
+#      hack/upstream-jobset.sh), and the controller image with podman (hack/image.sh, in the
+#      background beside those builds; Debian packages installed by hack/node-packages.sh);
 #   3. ruff (lint + format check), mypy (strict), the import contracts (lint-imports, from
 #      pyproject.toml), pytest (unit + integration + e2e).
 # Extra arguments go to pytest, e.g. `hack/test.sh -m "not integration"` or `-k crd`.
@@ -26,6 +27,14 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+step "controller image (the real-node tier), in the background"
+# The image the `node` tests install (Dockerfile, built with podman from a Debian base: no
+# registry). Its build waits mostly on apt and the disk, so on a cold machine it runs beside the
+# Go builds below instead of after them; the tests start only once it is done.
+image_out=$(mktemp)
+hack/image.sh >"$image_out" &
+image_pid=$!
+
 step "kubernetes binaries"
 bin_dir=$(hack/k8s-binaries.sh | tail -n 1)  # all components: e2e needs the full cluster
 echo "using $bin_dir"
@@ -36,12 +45,18 @@ kueue_dir=$(hack/kueue.sh | tail -n 1)  # Kueue's manager for the `kueue` e2e te
 echo "using $kueue_dir"
 export JOBSET_KUEUE_BIN="$kueue_dir"
 
-step "controller image (the real-node tier)"
-# The image the `node` tests install (Dockerfile, built with podman from a Debian base: no
-# registry). Like the binaries, built before the tests start: it needs both cores.
-image_lines=$(hack/image.sh)
-export JOBSET_IMAGE=$(echo "$image_lines" | tail -n 1)
-export JOBSET_IMAGE_ARCHIVES=$(echo "$image_lines" | tail -n 3 | head -n 2 | paste -sd:)
+step "upstream jobset"
+# Upstream's controller v0.12.0, its manifests and chart (the differential, swap and chart-swap
+# tests run it as the other side), built once from the Go module proxy like Kueue.
+upstream_dir=$(hack/upstream-jobset.sh | tail -n 1)
+echo "using $upstream_dir"
+export JOBSET_UPSTREAM_BIN="$upstream_dir"
+
+step "controller image: waiting for the build"
+wait "$image_pid"
+export JOBSET_IMAGE=$(tail -n 1 "$image_out")
+export JOBSET_IMAGE_ARCHIVES=$(tail -n 3 "$image_out" | head -n 2 | paste -sd:)
+rm -f "$image_out"
 echo "using $JOBSET_IMAGE"
 
 step "prometheus and promtool"
