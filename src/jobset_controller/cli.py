@@ -56,10 +56,17 @@ def _validate(files: Sequence[Path], gates: FeatureGates) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad usage is one line naming the flag and the reason (exit 2), not a usage dump."""
+    """Bad usage is one line naming the flag and the reason (exit 2), not a usage dump.
+
+    argparse quotes the offending argument in its message, and an argument may hold anything the
+    shell passed: control characters, or lone surrogates (undecodable bytes), which stderr cannot
+    encode. The message is escaped to one printable line first.
+    """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
+        from jobset_controller.tools.documents import one_line
+
+        self.exit(2, one_line(f"{self.prog}: {message}") + "\n")
 
 
 def build_parser(prog: str = "jobset-controller") -> argparse.ArgumentParser:

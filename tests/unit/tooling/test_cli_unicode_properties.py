@@ -197,6 +197,8 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @example(text="\U0001f600", flag="--namespace")
 @example(text="-:", flag="--namespace")  # looks like an option: argparse's usage error, exit 2
 @example(text="-:", flag="name")
+@example(text="-\ud800", flag="name")  # argparse quotes it: a lone surrogate stderr cannot encode
+@example(text="-\ud7fc", flag="name")  # ... and a non-printable character
 def test_status_answers_any_name_namespace_or_context_in_a_line(
     kubeconfig: Path, capsys: pytest.CaptureFixture[str], text: str, flag: str
 ) -> None:
