@@ -128,6 +128,10 @@ _SUSPENDED_MUTABLE_PATHS: Final = (
     ("template", "spec", "template", "spec", "tolerations"),
     ("template", "spec", "template", "spec", "schedulingGates"),
 )
+# MutablePodResourcesForSuspendedJobSets (KEP-1150): what may change in the resources of a
+# container or init container (matched by name) while suspended; claims may not.
+_CONTAINER_LISTS: Final = ("containers", "initContainers")
+_MUTABLE_RESOURCE_FIELDS: Final = ("requests", "limits")
 _ELASTIC_MUTABLE_PATHS: Final = (
     ("template", "spec", "parallelism"),
     ("template", "spec", "completions"),
@@ -640,9 +644,10 @@ def validate_update(
     """Admission errors when ``old`` is updated to ``new`` (docs/behaviour.md#validation-update).
 
     replicatedJobs are immutable except for the carve-outs (elastic parallelism/completions with
-    the ElasticJobSet gate; five pod-template fields while old or new is suspended), and managedBy
-    is immutable. Comparison is semantic, as Go's: an absent field equals its default, and null,
-    empty lists and empty maps equal absence.
+    the ElasticJobSet gate; five pod-template fields while old or new is suspended, and with the
+    MutablePodResourcesForSuspendedJobSets gate the containers' resource requests and limits),
+    and managedBy is immutable. Comparison is semantic, as Go's: an absent field equals its
+    default, and null, empty lists and empty maps equal absence.
     """
     errors = validate_crd_rules_on_update(old, new)
     if features.elastic_job_set:
@@ -673,6 +678,8 @@ def _replicated_jobs_equal_outside_carve_outs(
             old_view = _full_dump(old_rjob)
             for path in _mutable_paths(old, new, rjob, features):
                 _copy_path(old_view, view, path)
+            if _suspended(old, new) and features.mutable_pod_resources_for_suspended_job_sets:
+                _copy_container_resources(old_view, view)
         new_views.append(view)
     old_views = [_full_dump(rjob) for rjob in old.spec.replicated_jobs]
     return _semantic_form(new_views) == _semantic_form(old_views)
@@ -690,9 +697,40 @@ def _mutable_paths(
     paths: list[tuple[str, ...]] = []
     if features.elastic_job_set and _is_indexed(rjob):
         paths += _ELASTIC_MUTABLE_PATHS
-    if old.spec.suspend or new.spec.suspend:
+    if _suspended(old, new):
         paths += _SUSPENDED_MUTABLE_PATHS
     return paths
+
+
+def _suspended(old: JobSet, new: JobSet) -> bool:
+    """The JobSet is suspended, or becomes suspended with this update."""
+    return bool(old.spec.suspend or new.spec.suspend)
+
+
+def _copy_container_resources(source: dict[str, Any], target: dict[str, Any]) -> None:
+    """MutablePodResourcesForSuspendedJobSets (KEP-1150): each container and init container of
+    ``target`` takes the ``resources.requests`` and ``resources.limits`` of the container of the
+    same name in ``source``, so only they may differ. ``resources.claims`` and every other field
+    stay compared; a container added, removed or renamed has no match and is still refused."""
+    source_pod = _pod_spec_of(source)
+    target_pod = _pod_spec_of(target)
+    for key in _CONTAINER_LISTS:
+        old_containers = {
+            container.get("name"): container
+            for container in source_pod.get(key) or ()
+            if isinstance(container, dict)
+        }
+        for container in target_pod.get(key) or ():
+            old_container = old_containers.get(container.get("name"))
+            if isinstance(container, dict) and old_container is not None:
+                for field in _MUTABLE_RESOURCE_FIELDS:
+                    _copy_path(old_container, container, ("resources", field))
+
+
+def _pod_spec_of(rjob_view: dict[str, Any]) -> dict[str, Any]:
+    template = (rjob_view.get("template") or {}).get("spec") or {}
+    pod_spec = (template.get("template") or {}).get("spec")
+    return pod_spec if isinstance(pod_spec, dict) else {}
 
 
 def _is_indexed(rjob: ReplicatedJob) -> bool:

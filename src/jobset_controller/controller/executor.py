@@ -11,8 +11,10 @@ ONE status write; then the events tied to it; then (TTL) the JobSet delete.
   catalogue's Warning event (`JobCreationFailed`, `HeadlessServiceCreationFailed`,
   `PVCCreationFailed`) with the server's message and raises, so the worker retries with backoff.
 - Job patches are JSON merge patches carrying the resourceVersion the decision was based on
-  (optimistic concurrency). A resume first clears `status.startTime` through the status
-  subresource, then patches the template with the resourceVersion that write returned.
+  (optimistic concurrency); a resume that carries container resources is a strategic merge
+  patch (containers merge by name), and its refusal records `FailedResourcePropagation`. A
+  resume first clears `status.startTime` through the status subresource, then patches the
+  template with the resourceVersion that write returned.
 - The status write is a PUT of the status subresource with the Plan's `status_resource_version`.
   A 409 raises Conflict: the key is reconciled again from fresh state; the same write is never
   retried blindly.
@@ -32,16 +34,21 @@ from prometheus_client import CollectorRegistry, Counter
 from jobset_controller.controller.resources import JOBS, JOBSETS, PVCS, SERVICES
 from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
 from jobset_controller.reconcile.catalogue import (
+    FAILED_RESOURCE_PROPAGATION_EVENT,
     HEADLESS_SERVICE_CREATION_FAILED_EVENT,
     JOB_CREATION_FAILED_EVENT,
     PVC_CREATION_FAILED_EVENT,
     WARNING,
+    failed_resource_propagation_message,
     job_creation_failed_message,
 )
 from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
 
 log = structlog.get_logger("executor")
+
+# A resume carrying container resources (JobPatch.strategic): containers merge by name.
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 T = TypeVar("T")
 
@@ -176,7 +183,7 @@ class Executor:
                 await self._create_jobs(regarding, namespace, plan.jobs_to_create, on_created)
             case WritePhase.PATCH_JOBS:
                 for patch in plan.jobs_to_patch:
-                    await self._patch_job(namespace, patch)
+                    await self._patch_job(regarding, namespace, patch)
             case _:
                 assert_never(phase)
 
@@ -252,7 +259,7 @@ class Executor:
             self._recorder.record(regarding, WARNING, reason, error.message)
             raise ExecutionError(f"{reason}: {error.message}") from error
 
-    async def _patch_job(self, namespace: str, patch: JobPatch) -> None:
+    async def _patch_job(self, regarding: ObjectRef, namespace: str, patch: JobPatch) -> None:
         path = JOBS.path(namespace, patch.name)
         resource_version = patch.resource_version
         if patch.clear_start_time:
@@ -263,5 +270,18 @@ class Executor:
             resource_version = str(updated["metadata"]["resourceVersion"])
         body = dict(patch.patch)
         body["metadata"] = {**dict(body.get("metadata") or {}), "resourceVersion": resource_version}
-        await self._client.merge_patch(path, body)
+        if not patch.strategic:
+            await self._client.merge_patch(path, body)
+        else:
+            try:
+                await self._client.request(
+                    "PATCH", path, body=body, content_type=STRATEGIC_MERGE_PATCH
+                )
+            except Conflict:
+                raise
+            except ApiError as error:
+                # A resume carrying container resources the API server refused: say why.
+                note = failed_resource_propagation_message(error.message)
+                self._recorder.record(regarding, WARNING, FAILED_RESOURCE_PROPAGATION_EVENT, note)
+                raise ExecutionError(f"{FAILED_RESOURCE_PROPAGATION_EVENT}: {note}") from error
         log.info("patched job", job=patch.name, change=patch.reason)

@@ -4,8 +4,8 @@
 - Jobs: only those labelled `jobset.sigs.k8s.io/jobset-name` (every Job this controller creates
   carries it), indexed by the UID of their JobSet controller owner, so a Job owned by another
   JobSet of the same name (another UID) is never mistaken for a child. Pod templates are cut down
-  to the fields resume merges; containers and volumes are dropped (memory per Job is a tracked
-  benchmark figure).
+  to the fields resume merges; of the containers only their names and resources stay, volumes
+  are dropped (memory per Job is a tracked benchmark figure).
 - Services: only those with a JobSet controller owner are kept (Services carry no JobSet label),
   cut down to their metadata: reconcile only asks whether the headless Service exists.
 - PersistentVolumeClaims: every claim, cut down to its metadata, so reconcile knows which
@@ -42,6 +42,7 @@ from jobset_controller.runtime.informer import (
 OWNER_UID = "owner-uid"
 
 _POD_SPEC_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "subdomain")
+_CONTAINER_LISTS = ("containers", "initContainers")
 _JOB_SPEC_FIELDS = ("parallelism", "completions", "completionMode", "suspend", "backoffLimit")
 
 
@@ -55,7 +56,8 @@ def owner_uid_index(obj: Obj) -> list[str]:
 
 
 def trim_job(job: Obj) -> Obj:
-    """Keep metadata, the spec fields reconcile reads, the pod template's merge fields, status.
+    """Keep metadata, the spec fields reconcile reads, the pod template's merge fields (with each
+    container's name and resources), status.
 
     The Job's own annotations are dropped: reconcile reads a child's labels, never its
     annotations (which repeat the same twelve JobSet keys), and every pass parses every cached
@@ -70,9 +72,14 @@ def trim_job(job: Obj) -> Obj:
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
     trimmed_spec: dict[str, Any] = {k: spec[k] for k in _JOB_SPEC_FIELDS if k in spec}
+    trimmed_pod_spec = {k: pod_spec[k] for k in _POD_SPEC_FIELDS if k in pod_spec}
+    for key in _CONTAINER_LISTS:
+        containers = pod_spec.get(key)
+        if isinstance(containers, list):
+            trimmed_pod_spec[key] = [_container_resources(c) for c in containers]
     trimmed_spec["template"] = {
         "metadata": template.get("metadata") or {},
-        "spec": {k: pod_spec[k] for k in _POD_SPEC_FIELDS if k in pod_spec},
+        "spec": trimmed_pod_spec,
     }
     return {
         "apiVersion": job.get("apiVersion", "batch/v1"),
@@ -81,6 +88,17 @@ def trim_job(job: Obj) -> Obj:
         "spec": trimmed_spec,
         "status": job.get("status") or {},
     }
+
+
+def _container_resources(container: Any) -> dict[str, Any]:
+    """A container as resume reads it: its name and resources (KEP-1150 carries resource
+    changes of a suspended JobSet into its Jobs, matched by container name)."""
+    if not isinstance(container, dict):
+        return {}
+    kept = {"name": container.get("name")}
+    if container.get("resources"):
+        kept["resources"] = container["resources"]
+    return kept
 
 
 def trim_to_metadata(obj: Obj) -> Obj:

@@ -95,6 +95,20 @@ IN_PLACE_RESTART_NOT_SUPPORTED_REASON: Final = "InPlaceRestartNotSupported"
 IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE: Final = (
     "the InPlaceRestart restart strategy is not supported by this controller"
 )
+# Warning event (at once) when the API server refuses a resume that carries container resources
+# (MutablePodResourcesForSuspendedJobSets): KEP-1150's wording. The usual cause is a cluster
+# without Kubernetes' MutablePodResourcesForSuspendedJobs gate (KEP-5440; beta, on, in 1.36).
+FAILED_RESOURCE_PROPAGATION_EVENT: Final = "FailedResourcePropagation"
+
+
+def failed_resource_propagation_message(error: str) -> str:
+    """The note of FailedResourcePropagation for the API server's message ``error``."""
+    return (
+        f"Failed to propagate mutated resources to child Job: {error}. "
+        "Ensure MutablePodResourcesForSuspendedJobs is enabled on the API server."
+    )
+
+
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
 FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"

@@ -77,6 +77,11 @@ class JobPatch:
         clear_start_time: First merge-patch ``/status`` with ``{"status": {"startTime": None}}``
             (the Job API forbids template changes on a Job that has started).
         reason: ``suspend``, ``resume``, ``elastic`` or two of them joined by ``+`` (logged).
+        strategic: Send ``patch`` as a strategic merge patch: a resume that carries container
+            resources (MutablePodResourcesForSuspendedJobSets) names containers in a list merged
+            by name, which a JSON merge patch would replace whole. Everything else such a patch
+            holds means the same in both (maps merge; tolerations replace; schedulingGates,
+            sent as a superset of the Job's, merge by name to the same list).
     """
 
     name: str
@@ -85,6 +90,7 @@ class JobPatch:
     patch: Mapping[str, Any]
     clear_start_time: bool = False
     reason: str = ""
+    strategic: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -13,7 +13,10 @@ reached and, with InOrder, one whose Jobs have all started. Resume each suspende
    wins a conflict; keys only on the Job stay: removals are not propagated), ``tolerations`` and
    ``schedulingGates`` as a union (the Job's entries in their order, then the template's entries
    the Job lacks, in the template's order, so the patch is deterministic);
-3. set ``suspend: false``.
+3. with the MutablePodResourcesForSuspendedJobSets gate, give each container and init container
+   (matched by name) the template's ``resources.requests`` and ``limits`` (claims stay); the
+   patch is then a strategic merge patch (``resource_changes``);
+4. set ``suspend: false``.
 
 With InOrder the walk stops after the first replicatedJob not yet started (StartupPolicyInProgress),
 so the JobSet resumes one replicatedJob at a time. A walk that finishes sets ``Suspended=False``
@@ -77,6 +80,12 @@ MERGED_FIELDS: Final = (
 )
 
 
+# MutablePodResourcesForSuspendedJobSets: the container lists of a pod spec, and the parts of a
+# container's resources a resume carries from the template into the Job.
+CONTAINER_LISTS: Final = ("containers", "initContainers")
+RESOURCE_FIELDS: Final = ("requests", "limits")
+
+
 @dataclass(frozen=True)
 class SuspendOutcome:
     """The Job patches and the draft with the Suspended/startup conditions."""
@@ -111,6 +120,7 @@ def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
         by_rjob.setdefault(labels_of(job).get(REPLICATED_JOB_NAME_KEY, ""), []).append(job)
     patches: list[JobPatch] = []
     execution_attempt = annotation_value(view, draft)
+    resources = view.features.mutable_pod_resources_for_suspended_job_sets
     for rjob in js.spec.replicated_jobs:
         if not dependencies_are_reached(rjob, view.replicas, view.counts):
             continue
@@ -118,7 +128,7 @@ def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
             continue
         template = rjob.template.spec.template.to_dict()
         patches.extend(
-            resume_patch(job, template, execution_attempt=execution_attempt)
+            resume_patch(job, template, execution_attempt=execution_attempt, resources=resources)
             for job in by_rjob.get(rjob.name, ())
             if is_suspended(job) and not is_being_deleted(job)
         )
@@ -128,14 +138,19 @@ def plan_resume(view: JobSetView, draft: StatusDraft) -> SuspendOutcome:
 
 
 def resume_patch(
-    job: Job, template: Mapping[str, Any], *, execution_attempt: str | None = None
+    job: Job,
+    template: Mapping[str, Any],
+    *,
+    execution_attempt: str | None = None,
+    resources: bool = False,
 ) -> JobPatch:
     """The patch that resumes ``job`` with the merged fields of the replicatedJob's pod template.
 
     Only merged fields that change are in the patch. Merged maps may be sent whole (a merge
     patch merges maps); merged lists must be (a merge patch replaces lists). With an
     ``execution_attempt`` (its gate), the Job and its pod template get that annotation in the
-    same patch that resumes it.
+    same patch that resumes it. With ``resources`` (MutablePodResourcesForSuspendedJobSets) the
+    template's container resources reach the Job's containers too (``resource_changes``).
     """
     job_template = pod_template_of(job)
     if execution_attempt is not None:
@@ -152,6 +167,9 @@ def resume_patch(
             unchanged = merged == list(current or [])
         if not unchanged:
             template_patch.setdefault(section, {})[field] = merged
+    containers = resource_changes(job_template, template) if resources else {}
+    if containers:
+        template_patch.setdefault("spec", {}).update(containers)
     spec: dict[str, Any] = {"suspend": False}
     if template_patch:
         spec["template"] = template_patch
@@ -165,7 +183,43 @@ def resume_patch(
         body,
         clear_start_time=has_start_time(job),
         reason="resume",
+        strategic=bool(containers),
     )
+
+
+def resource_changes(
+    job_template: Mapping[str, Any], template: Mapping[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """The strategic-merge-patch entries that give the Job's containers and init containers the
+    ``resources.requests``/``limits`` of the template's container of the same name (KEP-1150).
+
+    Only containers whose requests or limits differ are named; each changed map is replaced
+    whole (``$patch: replace``), so a request the template dropped goes too. ``claims`` are
+    never touched, and a Job container without a template container of its name is left alone.
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key in CONTAINER_LISTS:
+        wanted = {
+            container.get("name"): container.get("resources") or {}
+            for container in _field(template, "spec", key) or ()
+            if isinstance(container, Mapping)
+        }
+        entries: list[dict[str, Any]] = []
+        for container in _field(job_template, "spec", key) or ():
+            if not isinstance(container, Mapping) or container.get("name") not in wanted:
+                continue
+            have = container.get("resources") or {}
+            want = wanted[container.get("name")]
+            changed = {
+                field: {"$patch": "replace", **(want.get(field) or {})}
+                for field in RESOURCE_FIELDS
+                if (want.get(field) or {}) != (have.get(field) or {})
+            }
+            if changed:
+                entries.append({"name": container["name"], "resources": changed})
+        if entries:
+            out[key] = entries
+    return out
 
 
 def merge_maps(

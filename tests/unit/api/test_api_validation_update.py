@@ -19,6 +19,7 @@ POD_TEMPLATE1: Path = (*JOB1, "template")
 POD1: Path = (*POD_TEMPLATE1, "spec")
 
 ELASTIC = FeatureGates(elastic_job_set=True)
+RESOURCES = FeatureGates(mutable_pod_resources_for_suspended_job_sets=True)
 IMMUTABLE: Expected = [("spec.replicatedJobs", "Invalid", "field is immutable")]
 CEL_IMMUTABLE = "Value is immutable"
 
@@ -39,6 +40,18 @@ KUEUE_EDITS: Patch = {
     (*POD1, "nodeSelector"): {"pool": "tpu"},
     (*POD1, "tolerations"): [{"key": "tpu", "operator": "Exists"}],
     (*POD1, "schedulingGates"): [{"name": "kueue.x-k8s.io/admission"}],
+}
+RESIZED: Patch = {
+    (*POD1, "containers", 0, "resources"): {
+        "requests": {"cpu": "2", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "4"},
+    }
+}
+SUSPENDED_WITH_INIT: Patch = {
+    ("spec", "suspend"): True,
+    (*POD1, "initContainers"): [{"name": "init", "image": "busybox"}],
+    (*POD1, "resourceClaims"): [{"name": "gpu", "resourceClaimName": "gpu"}],
+    (*POD1, "containers", 0, "resources"): {"claims": [{"name": "gpu"}]},
 }
 WITH_CLAIM: Patch = {
     ("spec", "volumeClaimPolicies"): [{"templates": [{"metadata": {"name": "data"}}]}],
@@ -184,6 +197,64 @@ CASES = [
         None,
         IMMUTABLE,
         id="other pod template fields stay frozen while suspended",
+    ),
+    # --- MutablePodResourcesForSuspendedJobSets (KEP-1150) ---
+    pytest.param(
+        {("spec", "suspend"): True},
+        RESIZED,
+        RESOURCES,
+        [],
+        id="container requests and limits change while suspended with the gate",
+    ),
+    pytest.param(
+        {},
+        {**RESIZED, ("spec", "suspend"): True},
+        RESOURCES,
+        [],
+        id="container resources change while being suspended with the gate",
+    ),
+    pytest.param(
+        SUSPENDED_WITH_INIT,
+        {(*POD1, "initContainers", 0, "resources"): {"requests": {"memory": "1Gi"}}},
+        RESOURCES,
+        [],
+        id="init container resources change while suspended with the gate",
+    ),
+    pytest.param(
+        {("spec", "suspend"): True},
+        RESIZED,
+        None,
+        IMMUTABLE,
+        id="container resources stay frozen while suspended without the gate",
+    ),
+    pytest.param({}, RESIZED, RESOURCES, IMMUTABLE, id="container resources frozen while running"),
+    pytest.param(
+        SUSPENDED_WITH_INIT,
+        {(*POD1, "containers", 0, "resources", "claims"): [{"name": "other"}]},
+        RESOURCES,
+        IMMUTABLE,
+        id="resource claims stay frozen while suspended with the gate",
+    ),
+    pytest.param(
+        SUSPENDED_WITH_INIT,
+        {(*POD1, "initContainers", 0, "image"): "ubuntu"},
+        RESOURCES,
+        IMMUTABLE,
+        id="init container image stays frozen while suspended with the gate",
+    ),
+    pytest.param(
+        {("spec", "suspend"): True},
+        {**RESIZED, (*POD1, "containers", 1): {"name": "sidecar", "image": "busybox"}},
+        RESOURCES,
+        IMMUTABLE,
+        id="a container added with a resize is refused",
+    ),
+    pytest.param(
+        {("spec", "suspend"): True},
+        {**RESIZED, (*POD1, "containers", 0, "name"): "renamed"},
+        RESOURCES,
+        IMMUTABLE,
+        id="a renamed container has no resources to take",
     ),
     # --- mutable fields and semantic equality ---
     pytest.param(

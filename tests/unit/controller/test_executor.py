@@ -57,6 +57,12 @@ class FakeClient:
         self._maybe_fail("delete", path)
         return {}
 
+    async def request(
+        self, method: str, path: str, *, body: Any = None, content_type: str = "", **_: Any
+    ) -> dict[str, Any]:
+        self._maybe_fail(f"{method.lower()} {content_type}", path)
+        return {"metadata": {"resourceVersion": "99"}}
+
 
 class FakeRecorder:
     def __init__(self) -> None:
@@ -185,6 +191,44 @@ async def test_resume_clears_start_time_before_patching_the_template(parts: Any)
     )  # fmt: skip
     await executor.execute(JOBSET, Plan(jobs_to_patch=(patch,)))
     assert [path.rsplit("/", 1)[-1] for _, path in client.calls] == ["status", "j"]
+
+
+STRATEGIC = "patch application/strategic-merge-patch+json"
+
+
+async def test_a_resume_carrying_container_resources_is_a_strategic_merge_patch(
+    parts: Any,
+) -> None:
+    client, _, _, executor = parts
+    resources = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+    patch = JobPatch(
+        name="j", uid="u", resource_version="3", reason="resume", strategic=True,
+        patch={"spec": {"suspend": False, "template": {"spec": resources}}},
+    )  # fmt: skip
+    await executor.execute(JOBSET, Plan(jobs_to_patch=(patch,)))
+    assert client.calls == [(STRATEGIC, "/apis/batch/v1/namespaces/ns/jobs/j")]
+
+
+async def test_a_refused_resource_propagation_records_failed_resource_propagation(
+    parts: Any,
+) -> None:
+    client, recorder, _, executor = parts
+    client.fail[(STRATEGIC, "/jobs/j")] = ApiError(422, {"message": "field is immutable"})
+    patch = JobPatch(
+        name="j", uid="u", resource_version="3", reason="resume", strategic=True,
+        patch={"spec": {"suspend": False}},
+    )  # fmt: skip
+    with pytest.raises(ExecutionError):
+        await executor.execute(JOBSET, Plan(jobs_to_patch=(patch,), status=STATUS))
+    assert recorder.events == [
+        (
+            "Warning",
+            "FailedResourcePropagation",
+            "Failed to propagate mutated resources to child Job: field is immutable. "
+            "Ensure MutablePodResourcesForSuspendedJobs is enabled on the API server.",
+        )
+    ]
+    assert client.replaced == [], "no status write after a refused resume"
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,14 @@ def full_job() -> dict[str, Any]:
                     "tolerations": [{"key": "t"}],
                     "schedulingGates": [{"name": "g"}],
                     "subdomain": "js",
-                    "containers": [{"name": "c", "image": "busybox"}],
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "g"}]},
+                        }
+                    ],
+                    "initContainers": [{"name": "i", "image": "busybox", "command": ["true"]}],
                     "volumes": [{"name": "v"}],
                     "restartPolicy": "Never",
                 },
@@ -97,6 +104,13 @@ def test_trim_job_keeps_what_reconcile_reads() -> None:
                 "tolerations": [{"key": "t"}],
                 "schedulingGates": [{"name": "g"}],
                 "subdomain": "js",
+                "containers": [
+                    {
+                        "name": "c",
+                        "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "g"}]},
+                    }
+                ],
+                "initContainers": [{"name": "i"}],
             },
         },
     }
@@ -106,7 +120,8 @@ def test_trim_job_drops_managed_fields_job_annotations_and_unread_spec_fields() 
     trimmed = trim_job(full_job())
     assert {"managedFields", "annotations"}.isdisjoint(trimmed["metadata"])
     pod_spec = trimmed["spec"]["template"]["spec"]
-    assert {"containers", "volumes", "restartPolicy"}.isdisjoint(pod_spec)
+    assert {"volumes", "restartPolicy"}.isdisjoint(pod_spec)
+    assert pod_spec["initContainers"] == [{"name": "i"}], "only names and resources of containers"
     assert {"activeDeadlineSeconds", "selector"}.isdisjoint(trimmed["spec"])
 
 
