@@ -191,6 +191,19 @@ class ExclusivePlacement:
 
 
 @dataclass(frozen=True)
+class DeferredChildren:
+    """Ours (upstream has no such key): with `enable`, a JobSet that is suspended and has never
+    run gets no Jobs and no headless Service until its first resume (its status, conditions and
+    everything Kueue reads look as if its suspended Jobs existed). Off by default, so the default
+    stays upstream's behaviour (every suspended JobSet has its suspended Jobs). Turn it on where
+    many JobSets wait in a queue (Kueue): each one otherwise keeps a Job per replica and a
+    Service in etcd and in every Job informer of the cluster before it ever runs (README,
+    "Deferred children"). docs/behaviour.md#deferred-children."""
+
+    enable: bool = _key("enable", _bool, False)
+
+
+@dataclass(frozen=True)
 class Configuration:
     api_version: str = _key(
         "apiVersion", _one_of("config.jobset.x-k8s.io/v1alpha1"), "config.jobset.x-k8s.io/v1alpha1"
@@ -215,6 +228,9 @@ class Configuration:
     tls: TLS = field(default_factory=TLS, metadata=_at("tls", TLS))
     exclusive_placement: ExclusivePlacement = field(
         default_factory=ExclusivePlacement, metadata=_at("exclusivePlacement", ExclusivePlacement)
+    )
+    deferred_children: DeferredChildren = field(
+        default_factory=DeferredChildren, metadata=_at("deferredChildren", DeferredChildren)
     )
 
 

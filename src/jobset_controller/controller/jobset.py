@@ -85,10 +85,13 @@ class JobSetController:
         clock: Clock | None = None,
         rng: RandomSource = random,
         placement_mode: PlacementMode | None = None,
+        defer_children: bool = False,
     ) -> None:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
-        affinity-in-job fallback; nothing is probed)."""
+        affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
+        `deferredChildren.enable` (`Snapshot.defer_children`)."""
         self._placement_mode = placement_mode
+        self._defer_children = defer_children
         self.expectations = CreateExpectations(
             lambda namespace, name: f"{namespace}/{name}" in self.jobs.store, enqueue, clock=clock
         )
@@ -130,6 +133,7 @@ class JobSetController:
             features=self._features,
             existing_pvcs=frozenset(c["metadata"]["name"] for c in claims),
             pod_webhooks=self._pod_webhooks(),
+            defer_children=self._defer_children,
         )
 
     def _pod_webhooks(self) -> bool:

@@ -76,6 +76,7 @@ def build(
         features=features,
         placement_mode=placement_mode,
         registry=registry,
+        defer_children=config.deferred_children.enable,
     )
 
     for part in _metrics(options, review_client, registry=registry, clock=clock):

@@ -171,6 +171,7 @@ def pod_unit(wiring: Wiring, *, workers: int) -> PodUnit:
         _workers(POD, queue, pods.reconcile, workers, wiring, "job"),
         recorder,
         wiring.clock,
+        after_workers=pods.log_waiting_followers,
     )
     return PodUnit(pods, unit)
 
@@ -188,11 +189,13 @@ def jobset_unit(
     features: FeatureGates,
     placement_mode: PlacementMode,
     registry: CollectorRegistry,
+    defer_children: bool = False,
 ) -> JobSetUnit:
     queue, recorder = _queue_and_recorder(JOBSET, wiring)
     controller = JobSetController(
         wiring.client,
         placement_mode=placement_mode,
+        defer_children=defer_children,
         enqueue=queue.add,
         executor=Executor(wiring.client, recorder, JobSetMetrics(registry)),
         recorder=recorder,

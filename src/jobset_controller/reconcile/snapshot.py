@@ -30,7 +30,8 @@ class Snapshot:
             wire dicts. They may be trimmed to the fields reconcile reads: metadata (name,
             namespace, uid, resourceVersion, labels, creationTimestamp, deletionTimestamp,
             ownerReferences; not annotations), spec (parallelism, completions, completionMode,
-            suspend, template.metadata, template.spec.nodeSelector/tolerations/schedulingGates)
+            suspend, template.metadata, template.spec.nodeSelector/tolerations/schedulingGates,
+            the name and resources of each container and init container)
             and status (conditions, active, ready, succeeded, failed, startTime).
         service: The Service named after the JobSet's subdomain in its namespace, if it exists.
         now: The current time, timezone-aware.
@@ -41,6 +42,9 @@ class Snapshot:
         pod_webhooks: The pod webhooks are known to be active (the API server calls them): new
             exclusive Jobs are placed by leader and followers instead of affinity in every pod.
             False (the safe default) writes the affinity into the Job.
+        defer_children: The Configuration's ``deferredChildren.enable``: a suspended JobSet that
+            never ran gets no Jobs and no Service until its first resume
+            (``reconcile.deferred``).
     """
 
     jobset: JobSet
@@ -50,6 +54,7 @@ class Snapshot:
     features: FeatureGates = field(default_factory=FeatureGates)
     existing_pvcs: frozenset[str] | None = None
     pod_webhooks: bool = False
+    defer_children: bool = False
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

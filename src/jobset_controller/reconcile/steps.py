@@ -11,6 +11,7 @@
     9. any failed Job                -> failure policy; stop
    10. enough succeeded Jobs         -> Completed; stop
    11. headless Service; 12. PVCs; 13. elastic sizes; 14. missing Jobs; 15. suspend or resume
+       (deferredChildren: a suspended JobSet that never ran gets only 12 and its status)
    16. the status, when it changed, with its events
 
 Failure wins over success within a pass: a pass that sees a failed Job never completes the
@@ -18,6 +19,7 @@ JobSet. The steps after 10 all contribute to one Plan; when two of them patch th
 (elastic and resume), their patches are merged into one.
 """
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -33,6 +35,7 @@ from jobset_controller.reconcile.catalogue import (
 from jobset_controller.reconcile.classify import InvalidChild, classify_jobs
 from jobset_controller.reconcile.conditions import NewCondition, is_true
 from jobset_controller.reconcile.counts import count_replicated_jobs, counts_by_name
+from jobset_controller.reconcile.deferred import children_are_deferred, deferred_counts
 from jobset_controller.reconcile.draft import StatusDraft
 from jobset_controller.reconcile.elastic import elastic_patches
 from jobset_controller.reconcile.execution_attempts import count_resume, start_counting
@@ -180,6 +183,15 @@ def _run(
 ) -> Plan:
     """Steps 11-16 of a running JobSet."""
     js = view.jobset
+    if children_are_deferred(snapshot, view):
+        # Suspended and never ran, with deferredChildren on: the status of suspended Jobs, but
+        # no Jobs and no Service until the first resume (claims are still ensured).
+        counted = dataclasses.replace(draft, replicated_jobs=deferred_counts(view))
+        return _plan(
+            snapshot,
+            plan_suspend(view, counted).draft,
+            pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
+        )
     elastic = (
         elastic_patches(js.spec.replicated_jobs, view.children.active)
         if snapshot.features.elastic_job_set

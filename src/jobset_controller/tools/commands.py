@@ -44,6 +44,12 @@ def add_plan_parser(commands: Any) -> None:
         default="",
         help="comma-separated Gate=true|false, as in the Configuration file's featureGates",
     )
+    plan.add_argument(
+        "--defer-children",
+        action="store_true",
+        help="as the Configuration's deferredChildren.enable: a suspended JobSet that never ran "
+        "gets its Jobs and Service at its first resume",
+    )
 
 
 def add_status_parser(commands: Any) -> None:
@@ -86,7 +92,13 @@ def run_plan(args: argparse.Namespace, gates: FeatureGates, out: TextIO | None =
                 failures += 1
                 continue
             simulations.append(
-                simulate(judged.check.jobset, namespace=args.namespace, now=now, features=gates)
+                simulate(
+                    judged.check.jobset,
+                    namespace=args.namespace,
+                    now=now,
+                    features=gates,
+                    defer_children=bool(getattr(args, "defer_children", False)),
+                )
             )
     except UnreadableFile as error:
         print(error, file=sys.stderr)

@@ -16,7 +16,8 @@ The simulated cluster, pass by pass (each pass is one call to ``reconcile``):
    policy then applies as it would in the cluster: under ``Any`` that completes the JobSet, and
    the simulation says so instead of inventing the later Jobs.
 5. A suspended JobSet's Jobs are created suspended and never become ready: dependents of a
-   ``dependsOn`` wait for the resume, and the simulation reports them as waiting.
+   ``dependsOn`` wait for the resume, and the simulation reports them as waiting. With
+   ``deferredChildren`` on, a suspended JobSet creates none until its first resume.
 
 The JobSet's UID is assigned by the API server; ``PLACEHOLDER_UID`` stands in for it in owner
 references and the ``jobset-uid`` label. Pure: the time is an input, nothing is read or written.
@@ -96,9 +97,17 @@ class Simulation:
 
 
 def simulate(
-    jobset: JobSet, *, namespace: str, now: datetime, features: FeatureGates | None = None
+    jobset: JobSet,
+    *,
+    namespace: str,
+    now: datetime,
+    features: FeatureGates | None = None,
+    defer_children: bool = False,
 ) -> Simulation:
-    """Reconcile ``jobset`` on an empty cluster until nothing more is created (see the module)."""
+    """Reconcile ``jobset`` on an empty cluster until nothing more is created (see the module).
+
+    ``defer_children`` is the Configuration's ``deferredChildren.enable``: a suspended JobSet
+    then creates neither Jobs nor its Service until its first resume."""
     features = features or FeatureGates()
     document = _stored(jobset, namespace)
     service: Mapping[str, Any] | None = None
@@ -120,6 +129,7 @@ def simulate(
                 now=now,
                 features=features,
                 existing_pvcs=frozenset(pvcs),
+                defer_children=defer_children,
             )
         )
         events.extend(plan.events)
@@ -148,7 +158,12 @@ def simulate(
     else:
         outcome = f"stopped after {MAX_PASSES} passes"
     not_created = tuple(name for name in _expected_job_names(defaulted) if name not in jobs)
-    if not outcome and not_created and suspended:
+    if not outcome and not_created and suspended and not jobs and defer_children:
+        outcome = (
+            "the JobSet is suspended and deferredChildren is on: its Jobs and Service are "
+            "created at its first resume"
+        )
+    elif not outcome and not_created and suspended:
         outcome = "the JobSet is suspended: the remaining Jobs are created after it is resumed"
     elif not outcome and not_created:
         outcome = "the remaining Jobs are never created in this simulation"

@@ -107,11 +107,19 @@ def _replicated_jobs(state: JobSetState) -> list[str]:
         )
         lines.append(f"  replicatedJob {rjob_name}  replicas {rjob.get('replicas', 1)}: {tallies}")
         jobs = [j for j in state.jobs if labels_of(j).get(REPLICATED_JOB_NAME_KEY) == rjob_name]
-        if not jobs:
+        if not jobs and _deferred(state.jobset, entry):
+            lines.append("    (no Jobs yet: created at the first resume, deferredChildren)")
+        elif not jobs:
             lines.append("    (no Jobs)")
         for job in sorted(jobs, key=_job_order):
             lines.extend(_job(state, job))
     return lines
+
+
+def _deferred(js: Obj, entry: Obj) -> bool:
+    """Suspended Jobs counted in the status but none in the cluster: a JobSet whose Jobs the
+    controller defers until its first resume (Configuration ``deferredChildren``)."""
+    return section(js, "spec").get("suspend") is True and bool(entry.get("suspended"))
 
 
 def _job_order(job: Obj) -> tuple[int, str]:

@@ -29,6 +29,7 @@ def test_no_file_gives_upstream_defaults() -> None:
     assert (config.client_connection.qps, config.client_connection.burst) == (500.0, 500)
     assert config.webhook.port == 9443
     assert config.internal_cert_management.webhook_service_name == "jobset-webhook-service"
+    assert config.deferred_children.enable is False, "upstream's behaviour unless turned on"
 
 
 def test_shipped_style_file_is_read(tmp_path: Path) -> None:
@@ -47,9 +48,12 @@ clientConnection:
   burst: 100
 featureGates:
   RestartJob: true
+deferredChildren:
+  enable: true
 """,
     )
     config = load_configuration(path)
+    assert config.deferred_children.enable is True
     assert config.leader_election.lease_duration == 30.0
     assert config.leader_election.renew_deadline == 60.0
     assert config.leader_election.retry_period == 0.5
@@ -108,6 +112,11 @@ featureGates:
             "exclusivePlacement:\n  followers: Wait\n",
             "exclusivePlacement.followers: expected one of 'Gate', 'Reject', got 'Wait'",
             id="unknown-choice",
+        ),
+        pytest.param(
+            "deferredChildren:\n  enabled: true\n",
+            "deferredChildren.enabled: unknown field",
+            id="deferred-children-typo",
         ),
     ],
 )

@@ -215,3 +215,24 @@ def test_invalid_input_gives_validate_lines_and_exit_one(
 
 def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
     assert main(["plan", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_a_suspended_jobset_with_deferred_children_plans_nothing_until_its_first_resume() -> None:
+    queued = jobset(replicatedJobs=[{"name": "a", "replicas": 2}], suspend=True)
+    simulation = simulate(queued, namespace="ns", now=NOW, defer_children=True)
+    assert simulation.passes == ()
+    assert simulation.service is None
+    assert simulation.not_created == ("js-a-0", "js-a-1")
+    assert "created at its first resume" in simulation.outcome
+    upstream = simulate(queued, namespace="ns", now=NOW)
+    created([["js-a-0", "js-a-1"]], upstream)
+
+
+def test_plan_command_takes_defer_children(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "queued.yaml"
+    body = jobset(replicatedJobs=[{"name": "a"}], suspend=True).to_dict()
+    manifest.write_text(yaml.safe_dump({"apiVersion": "jobset.x-k8s.io/v1alpha2", **body}))
+    assert main(["plan", "--defer-children", str(manifest)]) == 0
+    assert "created at its first resume" in capsys.readouterr().out

@@ -319,3 +319,14 @@ def test_kubeconfig_first_current_context_wins_and_namespace_comes_from_it() -> 
 def test_no_kubeconfig_file_is_an_error_saying_how_to_name_one() -> None:
     with pytest.raises(KubeconfigError, match="no kubeconfig found"):
         resolve(merge([]), context=None, namespace=None)
+
+
+def test_tree_says_when_a_suspended_jobsets_jobs_are_deferred_to_its_first_resume() -> None:
+    status = {"replicatedJobsStatus": [{"name": "leader", "suspended": 1}, {"name": "workers"}]}
+    js = a_jobset(spec={"suspend": True}, status=status)
+    lines = render(state(js)).splitlines()
+    leader = lines.index(
+        "  replicatedJob leader  replicas 1: ready 0  succeeded 0  failed 0  active 0  suspended 1"
+    )
+    assert lines[leader + 1] == "    (no Jobs yet: created at the first resume, deferredChildren)"
+    assert "    (no Jobs)" in lines  # workers wait for leader: not counted, not deferred
