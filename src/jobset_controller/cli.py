@@ -21,6 +21,7 @@ from jobset_controller.tools.commands import (
     run_plan,
     run_status,
 )
+from jobset_controller.tools.followers import add_release_followers_parser, run_release_followers
 
 if TYPE_CHECKING:
     from jobset_controller.runtime.certs import CertPolicy
@@ -82,6 +83,7 @@ def build_parser(prog: str = "jobset-controller") -> argparse.ArgumentParser:
     _add_run_parser(commands)
     add_plan_parser(commands)
     add_status_parser(commands)
+    add_release_followers_parser(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -347,6 +349,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "jobset-controller") -> 
         return _run(args)
     if args.command == "status":
         return run_status(args)
+    if args.command == "release-followers":
+        return run_release_followers(args)
     try:
         gates = _parse_gates(args.feature_gates)
     except ValueError as error:

@@ -28,9 +28,9 @@ from jobset_controller.api.constants import (
 )
 
 # The pod template label the controller writes on Jobs placed by leader and followers (pod
-# webhooks active when the Job was created). The pod cache selects on it server-side, so only
-# these pods are ever held in memory; a Job created with affinity in its template has no such
-# label and the webhooks leave its pods' placement alone.
+# webhooks active when the Job was created). Whether a pod is placed by leader and followers is
+# decided by its annotations, as upstream decides it (`placed_by_leader`); the label says that
+# this controller built the Job for it, which is what allows the follower gate (`may_gate`).
 PLACEMENT_LABEL: Final = "jobset.sigs.k8s.io/exclusive-placement"
 LEADER_FOLLOWER: Final = "leader-follower"
 # The scheduling gate a follower waits behind (gate mode) until its leader is bound.
@@ -85,8 +85,36 @@ def topology_key(pod: Pod) -> str | None:
     return annotations.get(EXCLUSIVE_KEY)
 
 
+def affinity_in_template(pod: Pod) -> bool:
+    """The pod carries the exclusive terms this controller writes into a Job's template in the
+    affinity-in-job fallback: a required anti-affinity to other `job-key`s with no priority
+    match. Leaders placed by a pod webhook (ours or upstream's) always get the priority match, so
+    this tells a fallback Job's pods apart from them, before and after admission."""
+    anti = ((_spec(pod).get("affinity") or {}).get("podAntiAffinity") or {}).get(_REQUIRED) or ()
+    for term in anti:
+        keys = {
+            (e.get("key"), e.get("operator"))
+            for e in (term.get("labelSelector") or {}).get("matchExpressions") or ()
+        }
+        if (JOB_KEY, "NotIn") in keys and not any(key == PRIORITY_KEY for key, _ in keys):
+            return True
+    return False
+
+
 def placed_by_leader(pod: Pod) -> bool:
-    """The pod's Job was created for leader/follower placement (no affinity in its template)."""
+    """The pod is placed by leader and followers, decided as upstream decides it: a JobSet pod
+    (the jobset-name annotation) with the exclusive-topology annotation and without the
+    node-selector strategy, whoever created its Job. The one exception is a Job this controller
+    created in the affinity-in-job fallback (`affinity_in_template`): the scheduler places those
+    pods from their template, and a Job keeps the placement it was created with."""
+    return is_jobset_pod(pod) and topology_key(pod) is not None and not affinity_in_template(pod)
+
+
+def may_gate(pod: Pod) -> bool:
+    """A follower may wait behind our scheduling gate (`FollowerMode.GATE`) only when this
+    controller created its Job for leader and followers (the template label): followers of any
+    other Job (upstream's, after an upgrade) are refused until their leader is bound, as upstream
+    refuses them, so that no controller but ours ever has to release a gate."""
     return labels_of(pod).get(PLACEMENT_LABEL) == LEADER_FOLLOWER
 
 

@@ -2,12 +2,16 @@
 
 See docs/behaviour.md#exclusive-placement. What it caches, and why so little:
 
-- Pods: only those labelled `jobset.sigs.k8s.io/exclusive-placement=leader-follower`, selected by
-  the API server (a server-side label selector: no other pod is ever sent to us), and of each only
-  what the webhooks and `reconcile.pod_placement` read (`trim_pod`): name, uid, resourceVersion,
-  deletion, the JobSet name labels, the placement annotations, the controller owner's uid, the
-  node name, the topology selector, the scheduling gates, the phase and a DisruptionTarget
-  condition. Everything else (containers, volumes, env, status details) is dropped on arrival.
+- Pods: JobSet pods only (the server-side label selector `jobset.sigs.k8s.io/jobset-name`, the
+  pod webhooks' objectSelector), and of those only the ones placed by leader and followers
+  (`placed_by_leader`: the exclusive-topology annotation, as upstream decides, so the pods of
+  Jobs upstream created before an upgrade are placed and repaired too; a Job's pods cannot be
+  told apart by label, so the watch carries every JobSet pod and the others are dropped on
+  arrival, never stored). Of each kept pod only what the webhooks and `reconcile.pod_placement`
+  read (`trim_pod`): name, uid, resourceVersion, deletion, the JobSet name labels, the placement
+  annotations, the controller owner's uid, the node name, the topology selector, the scheduling
+  gates, the phase and a DisruptionTarget condition. Everything else (containers, volumes, env,
+  status details) is dropped on arrival.
 - Nodes: name and labels (`trim_node`); a node's domain is all anyone reads.
 
 The key of the work queue is `<namespace>/<Job uid>`: every change of one of the Job's pods wakes
@@ -41,14 +45,15 @@ from jobset_controller.api import (
 )
 from jobset_controller.api.placement import (
     COMPLETION_INDEX_ANNOTATION,
-    LEADER_FOLLOWER,
     PLACEMENT_GATE,
     PLACEMENT_LABEL,
     Pod,
+    is_gated_by_us,
     is_leader,
     name_without_suffix,
     node_name,
     owner_uid,
+    placed_by_leader,
 )
 from jobset_controller.controller.resources import NODES, PODS
 from jobset_controller.reconcile.catalogue import (
@@ -72,7 +77,7 @@ log = structlog.get_logger("pod-controller")
 JOB_UID = "job-uid"
 LEADER_NAME = "leader-name"
 ON_NODE = "node"
-POD_SELECTOR = f"{PLACEMENT_LABEL}={LEADER_FOLLOWER}"
+POD_SELECTOR = JOBSET_NAME_KEY
 _STRATEGIC = "application/strategic-merge-patch+json"
 _KEPT_LABELS = (JOBSET_NAME_KEY, REPLICATED_JOB_NAME_KEY, JOB_INDEX_KEY, JOB_KEY, PLACEMENT_LABEL)
 _KEPT_ANNOTATIONS = (
@@ -88,8 +93,11 @@ def _pick(mapping: Mapping[str, Any] | None, keys: tuple[str, ...]) -> dict[str,
 
 
 def trim_pod(pod: Obj) -> Obj:
-    """Only what placement reads (module docstring)."""
+    """Only what placement reads (module docstring); a pod not placed by leader and followers
+    becomes a stub without annotations, which `keep_pod` drops."""
     meta = pod.get("metadata") or {}
+    if not placed_by_leader(pod):
+        return {"metadata": _pick(meta, ("name", "namespace", "uid", "resourceVersion"))}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     annotations = meta.get("annotations") or {}
@@ -116,6 +124,11 @@ def trim_pod(pod: Obj) -> Obj:
     if conditions:
         trimmed_status["conditions"] = conditions
     return {"metadata": trimmed_meta, "spec": trimmed_spec, "status": trimmed_status}
+
+
+def keep_pod(pod: Obj) -> bool:
+    """A trimmed pod is cached only if it is placed by leader and followers (`trim_pod`)."""
+    return EXCLUSIVE_KEY in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def trim_node(node: Obj) -> Obj:
@@ -170,6 +183,7 @@ class PodPlacementController:
             PODS,
             label_selector=POD_SELECTOR,
             transform=trim_pod,
+            keep=keep_pod,
             indexers={
                 JOB_UID: _job_uid_index,
                 LEADER_NAME: _leader_name_index,
@@ -217,6 +231,20 @@ class PodPlacementController:
                 for key in _job_uid_index(pod):
                     self._enqueue(key)
 
+    async def log_waiting_followers(self) -> None:
+        """After the workers stop (a leader's shutdown): the followers still behind our gate,
+        waiting for a leader that is not bound. A successor of this controller releases them;
+        upstream's controller does not know the gate, so the line names the command that does."""
+        waiting = waiting_followers(self.pods)
+        if waiting:
+            log.warning(
+                "followers still wait behind the exclusive-placement gate; if upstream's "
+                "controller takes over, run: jobset-controller release-followers "
+                "--all-namespaces --wait",
+                count=len(waiting),
+                pods=waiting[:20],
+            )
+
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         namespace, _ = split_key(key)
@@ -256,16 +284,8 @@ class PodPlacementController:
         # resourceVersion precondition is needed and a status write by the scheduler cannot make
         # it conflict. The API server refuses the nodeSelector addition if the pod is no longer
         # gated (a gate removed by hand meanwhile): the next pass evicts that pod instead.
-        patch = {
-            "spec": {
-                "nodeSelector": {release.selector_key: release.domain},
-                "schedulingGates": [{"name": PLACEMENT_GATE, "$patch": "delete"}],
-            },
-        }
         try:
-            await self._client.request(
-                "PATCH", PODS.path(namespace, release.pod), body=patch, content_type=_STRATEGIC
-            )
+            await release_follower(self._client, namespace, release)
         except NotFound:
             return
         log.info("follower released", namespace=namespace, pod=release.pod, domain=release.domain)
@@ -305,6 +325,30 @@ class PodPlacementController:
             return
         except Conflict:
             return  # the uid precondition failed: this pod is gone, a successor is judged anew
+
+
+async def release_follower(client: KubeClient, namespace: str, release: Release) -> None:
+    """The one patch that places a gated follower: the leader's domain as its nodeSelector and
+    our gate removed (a strategic merge patch deleting only our gate; see `_release`). Also what
+    `jobset-controller release-followers` sends when this controller is not running."""
+    patch = {
+        "spec": {
+            "nodeSelector": {release.selector_key: release.domain},
+            "schedulingGates": [{"name": PLACEMENT_GATE, "$patch": "delete"}],
+        },
+    }
+    await client.request(
+        "PATCH", PODS.path(namespace, release.pod), body=patch, content_type=_STRATEGIC
+    )
+
+
+def waiting_followers(pods: Informer) -> list[str]:
+    """`<namespace>/<name>` of every cached follower still behind our gate."""
+    return sorted(
+        f"{(pod.get('metadata') or {}).get('namespace')}/{(pod.get('metadata') or {}).get('name')}"
+        for pod in pods.store
+        if is_gated_by_us(pod)
+    )
 
 
 def _now_rfc3339() -> str:

@@ -17,7 +17,8 @@ own module (environment, certificates, servers, controllers, leadership, shutdow
 7. lead: with leader election, acquire the Lease. Nothing in the LEADER group runs before it;
 8. LEADER: the exclusive-placement probe, then every controller's workers and the memory trim;
 9. work until a stop is requested, the Lease is lost (exit 1) or a runnable fails (exit 1);
-10. stop (shutdown.py): drain, release the Lease, flush Events; exit 0.
+10. stop (shutdown.py): the pod webhooks stop gating followers, drain, release the Lease,
+    flush Events; exit 0.
 
 However the run ends, every started group is cancelled (newest first) before the clients close.
 
@@ -262,6 +263,10 @@ class Manager:
             stop.cancel()
 
     async def _stop(self, renew: asyncio.Task[None] | None) -> None:
+        if self.webhooks is not None:
+            # First, on every replica: no new follower behind our gate (the successor may be
+            # upstream's controller); the ones already gated are logged after the drain.
+            self.webhooks.server.stop_gating()
         try:
             await stop_gracefully(
                 self.runnables,

@@ -1,7 +1,10 @@
 """Stopping: the order, the budgets, and what a lost Lease does to them.
 
 Belongs here: the graceful stop after SIGTERM/SIGINT. The groups stop in the reverse of their
-start order, and the Lease is released between the leader group and the rest:
+start order, and the Lease is released between the leader group and the rest. Before step 1
+(`Manager._stop`), on every replica, the pod webhooks stop admitting followers behind our gate
+(the successor may be upstream's controller, which never releases one), and after the pod
+controller's workers stop, the leader logs the followers still gated (docs/operations.md#rollback):
 
 1. LEADER, within `shutdown_timeout` (20 s): every controller's queue stops taking keys and its
    in-flight reconciles finish (all units drain together), then every worker is cancelled, and

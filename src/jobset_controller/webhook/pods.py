@@ -4,11 +4,13 @@ See docs/behaviour.md#exclusive-placement. Upstream's two pod webhooks, same pat
 messages (`/mutate--v1-pod` = `mpod.kb.io`, `/validate--v1-pod` = `vpod.kb.io`, CREATE only):
 
 - Mutating, for a JobSet pod (the jobset-name annotation) not using the node-selector strategy:
-  the label `jobset.sigs.k8s.io/priority: <spec.priority>`; then, for a pod of a Job placed by
-  leader and followers (`placed_by_leader`), the leader gets the required affinity terms (with
-  the priority match) and a follower gets `nodeSelector[<topology>]` = its bound leader's node
-  label. A leader node that lacks the label is an admission error, and so is a missing one
-  except in `FollowerMode.GATE`, where the follower waits behind the gate instead.
+  the label `jobset.sigs.k8s.io/priority: <spec.priority>`; then, for a pod placed by leader and
+  followers (`placed_by_leader`: the exclusive-topology annotation, as upstream decides, so the
+  pods of Jobs upstream created are placed too), the leader (completion index 0) gets the
+  required affinity terms (with the priority match) and a follower gets
+  `nodeSelector[<topology>]` = its bound leader's node label. A leader node that lacks the label
+  is an admission error, and so is a missing one except in `FollowerMode.GATE`, where the
+  follower waits behind the gate instead.
 - Validating: a follower of such a Job must carry that nodeSelector and its leader must be
   bound; otherwise the create is refused with upstream's "expected, transient error", the Job
   controller retries with backoff, and the follower appears once the leader is bound.
@@ -17,12 +19,14 @@ Beyond upstream, `FollowerMode.GATE`: a follower whose leader is not bound yet (
 admitted with the scheduling gate `jobset.sigs.k8s.io/exclusive-placement` instead of being
 refused; the pod controller sets its nodeSelector and removes the gate once the leader is bound.
 Why: a refused create costs an API round trip and a Job-controller backoff per follower per try;
-a gated pod costs one patch and starts the moment its leader is bound.
+a gated pod costs one patch and starts the moment its leader is bound. Only followers of Jobs this
+controller created for leader and followers are gated (`may_gate`, the template label); the
+followers of Jobs upstream created are refused as upstream refuses them. The server stops gating
+at shutdown (`WebhookServer.stop_gating`): a successor that is upstream's controller never
+releases a gate.
 
-Pods of Jobs without the leader/follower label (affinity already in the Job's template, or a Job
-another controller created) are left alone apart from the priority label: the pod cache holds
-only labelled pods, so a leader lookup for them could never succeed. An exclusive pod with neither
-the label nor the affinity terms gets an admission warning (exclusivity is not enforced for it).
+Pods of a Job this controller created in the affinity-in-job fallback (`affinity_in_template`)
+are left alone apart from the priority label: their template places them.
 
 The I/O (the leader and node lookups, from the controller's caches) is injected as `Lookups`.
 """
@@ -49,6 +53,7 @@ from jobset_controller.api.placement import (
     is_leader,
     labels_of,
     leader_name,
+    may_gate,
     node_name,
     placed_by_leader,
     topology_key,
@@ -63,10 +68,6 @@ VALIDATE_POD_PATH = "/validate--v1-pod"
 FOLLOWER_SELECTOR_NOT_SET = "follower pod node selector not set"
 LEADER_NOT_SCHEDULED = (
     "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error"
-)
-UNPLACED_EXCLUSIVE_POD_WARNING = (
-    "pod uses exclusive placement, but its Job was created without leader/follower placement "
-    "or pod affinity: exclusivity is not enforced for it; restart the JobSet to recreate its Jobs"
 )
 
 
@@ -104,22 +105,10 @@ class Lookups:
 
 @dataclass(frozen=True)
 class PodMutation:
-    """The changed pod (None: unchanged), or the error that refuses it, plus a warning."""
+    """The changed pod (None: unchanged), or the error that refuses it."""
 
     pod: dict[str, Any] | None = None
     error: str | None = None
-    warning: str | None = None
-
-
-def _has_exclusive_affinity(pod: Pod) -> bool:
-    """The Job's template already carries the exclusive pod affinity (the controller's
-    fallback): the pod is placed by the scheduler alone."""
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("podAffinity") or {}
-    for term in affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or ():
-        for expression in (term.get("labelSelector") or {}).get("matchExpressions") or ():
-            if expression.get("key") == JOB_KEY:
-                return True
-    return False
 
 
 def _leader_of(pod: Pod, namespace: str, lookups: Lookups) -> tuple[Pod | None, str | None]:
@@ -142,11 +131,8 @@ def decide_mutation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMo
         meta["labels"] = {**(meta.get("labels") or {}), PRIORITY_KEY: str(priority)}
         changed = True
     topology = topology_key(pod)
-    if topology is None:
+    if topology is None or not placed_by_leader(pod):
         return PodMutation(out if changed else None)
-    if not placed_by_leader(pod):
-        warning = None if _has_exclusive_affinity(pod) else UNPLACED_EXCLUSIVE_POD_WARNING
-        return PodMutation(out if changed else None, warning=warning)
     if is_leader(pod):
         own_key = labels_of(pod).get(JOB_KEY, "")
         own_priority = (meta.get("labels") or {}).get(PRIORITY_KEY, "")
@@ -157,11 +143,12 @@ def decide_mutation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMo
     leader, _ = _leader_of(pod, namespace, lookups)
     node = node_name(leader) if leader is not None else ""
     labels = lookups.node_labels(node) if node else None
-    if leader is None or not node or (labels is None and mode is FollowerMode.GATE):
+    gate = mode is FollowerMode.GATE and may_gate(pod)
+    if leader is None or not node or (labels is None and gate):
         # Not placeable yet: wait behind our gate, or (upstream) leave it to the validating
         # webhook to refuse. A vanished leader node is waited out in gate mode too: the pod GC
         # removes that leader and the Job controller creates a new one.
-        if mode is FollowerMode.GATE and not is_gated_by_us(pod):
+        if gate and not is_gated_by_us(pod):
             spec["schedulingGates"] = [
                 *(spec.get("schedulingGates") or []),
                 {"name": PLACEMENT_GATE},
@@ -181,7 +168,7 @@ def decide_validation(pod: Pod, namespace: str, lookups: Lookups, mode: Follower
     topology = topology_key(pod)
     if not is_jobset_pod(pod) or topology is None or not placed_by_leader(pod) or is_leader(pod):
         return None
-    if mode is FollowerMode.GATE and is_gated_by_us(pod):
+    if mode is FollowerMode.GATE and may_gate(pod) and is_gated_by_us(pod):
         return None  # the pod controller places it once the leader is bound
     selector = (pod.get("spec") or {}).get("nodeSelector")
     if selector is None:
@@ -219,18 +206,16 @@ def mutate_pod(review: Mapping[str, Any], lookups: Lookups, mode: FollowerMode) 
     decision = decide_mutation(pod, namespace, lookups, mode)
     if decision.error is not None:
         return _denied(review, decision.error)
-    extra: dict[str, Any] = {"warnings": [decision.warning]} if decision.warning else {}
     if decision.pod is None:
-        return response(review, allowed=True, **extra)
+        return response(review, allowed=True)
     patch = _patch(pod, decision.pod)
     if not patch:
-        return response(review, allowed=True, **extra)
+        return response(review, allowed=True)
     return response(
         review,
         allowed=True,
         patchType="JSONPatch",
         patch=base64.b64encode(orjson.dumps(patch)).decode(),
-        **extra,
     )
 
 

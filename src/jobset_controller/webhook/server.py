@@ -153,6 +153,12 @@ class WebhookServer:
         self._http, self.port = server, server.port
         log.info("serving admission webhooks", port=self.port)
 
+    def stop_gating(self) -> None:
+        """From now on followers whose leader is not bound are refused, as upstream refuses
+        them, instead of admitted behind our gate: called at shutdown, since the successor may
+        be upstream's controller, which never releases a gate (webhook/pods.py)."""
+        self._follower_mode = FollowerMode.REJECT
+
     @property
     def listening(self) -> bool:
         """The server is bound and answering (what /readyz's webhook check needs)."""

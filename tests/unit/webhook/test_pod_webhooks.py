@@ -10,11 +10,17 @@ from typing import Any
 import orjson
 import pytest
 
-from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_GATE, PLACEMENT_LABEL
+from jobset_controller.api.placement import (
+    LEADER_FOLLOWER,
+    PLACEMENT_GATE,
+    PLACEMENT_LABEL,
+    affinity_in_template,
+    exclusive_terms,
+    with_terms,
+)
 from jobset_controller.webhook.pods import (
     FOLLOWER_SELECTOR_NOT_SET,
     LEADER_NOT_SCHEDULED,
-    UNPLACED_EXCLUSIVE_POD_WARNING,
     FollowerMode,
     Lookups,
     decide_mutation,
@@ -151,12 +157,89 @@ def test_leader_gets_affinity_with_priority_match_and_others_untouched() -> None
     assert plain["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
 
 
-def test_unlabelled_exclusive_pod_is_left_alone_with_a_warning() -> None:
-    decision = decide_mutation(pod(1, labelled=False), "ns", lookups(), GATE)
-    assert decision.warning == UNPLACED_EXCLUSIVE_POD_WARNING
+def upstreams(candidate: dict[str, Any]) -> dict[str, Any]:
+    """`candidate` as a pod of a Job upstream's controller created: no leader-follower label."""
+    del candidate["metadata"]["labels"][PLACEMENT_LABEL]
+    return candidate
+
+
+@pytest.mark.parametrize(
+    ("follower", "leaders", "mode"),
+    [case[1:4] for case in MUTATIONS],
+    ids=[case[0] for case in MUTATIONS],
+)
+def test_pods_of_upstreams_jobs_are_placed_as_upstream_places_them_in_either_mode(
+    follower: dict[str, Any], leaders: list[dict[str, Any]], mode: FollowerMode
+) -> None:
+    """The decision is the pod's annotations, not our label: a follower of a Job upstream created
+    (after an upgrade, the Job controller recreating a pod) is pinned to its leader's domain,
+    refused or left for the validating webhook exactly as in Reject mode (upstream's behaviour,
+    the table above), whatever the configured mode: it is never gated."""
+    reference = decide_mutation(follower, "ns", lookups(*leaders), REJECT)
+    decision = decide_mutation(upstreams(follower), "ns", lookups(*leaders), mode)
+    assert decision.error == reference.error
+    if reference.pod is None:
+        assert decision.pod is None
+        return
     assert decision.pod is not None
-    assert "schedulingGates" not in decision.pod["spec"]
-    assert decide_validation(pod(1, labelled=False), "ns", lookups(), REJECT) is None
+    assert decision.pod["spec"] == reference.pod["spec"]
+    assert PLACEMENT_GATE not in [
+        g["name"] for g in decision.pod["spec"].get("schedulingGates") or ()
+    ]
+    for candidate in (reference.pod, decision.pod):
+        candidate["metadata"]["labels"].pop(PLACEMENT_LABEL, None)
+    assert decision.pod["metadata"] == reference.pod["metadata"]
+    # And the validating webhook answers it as it answers ours in Reject mode.
+    assert decide_validation(decision.pod, "ns", lookups(*leaders), mode) == decide_validation(
+        reference.pod, "ns", lookups(*leaders), REJECT
+    )
+
+
+def test_leader_of_upstreams_job_gets_upstreams_affinity_and_placed_follower_is_admitted() -> None:
+    decision = decide_mutation(upstreams(pod(0, priority=3)), "ns", lookups(), GATE)
+    assert decision.pod is not None
+    affinity = decision.pod["spec"]["affinity"]
+    assert affinity == with_terms(None, exclusive_terms("key0", RACK, "3"))
+    assert not affinity_in_template(decision.pod)  # so the pod cache keeps it: followers find it
+    leader = upstreams(pod(0, node="n1"))
+    placed = upstreams(pod(1, selector={RACK: "r1"}))
+    assert decide_validation(placed, "ns", lookups(leader), GATE) is None
+    assert (
+        decide_validation(upstreams(pod(1)), "ns", lookups(leader), GATE)
+        == FOLLOWER_SELECTOR_NOT_SET
+    )
+    unbound = upstreams(pod(1, selector={RACK: "r1"}))
+    assert (
+        decide_validation(unbound, "ns", lookups(upstreams(pod(0))), GATE) == LEADER_NOT_SCHEDULED
+    )
+    # A gate on an upstream follower is not ours to honour: refused like any unplaced follower.
+    hand_gated = upstreams(pod(1, gates=[PLACEMENT_GATE]))
+    assert decide_validation(hand_gated, "ns", lookups(leader), GATE) == FOLLOWER_SELECTOR_NOT_SET
+
+
+def fallback(candidate: dict[str, Any]) -> dict[str, Any]:
+    """`candidate` as a pod of a Job we created in the affinity-in-job fallback: no label, the
+    priority-less exclusive terms in its template."""
+    candidate = upstreams(candidate)
+    candidate["spec"]["affinity"] = with_terms(None, exclusive_terms("key0", RACK, None))
+    return candidate
+
+
+def test_pods_of_our_fallback_jobs_keep_their_template_placement() -> None:
+    for index in (0, 1):
+        decision = decide_mutation(fallback(pod(index)), "ns", lookups(), GATE)
+        assert decision.error is None
+        assert decision.pod is not None
+        assert decision.pod["spec"]["affinity"] == fallback(pod(index))["spec"]["affinity"]
+        assert "nodeSelector" not in decision.pod["spec"]
+        assert "schedulingGates" not in decision.pod["spec"]
+        assert decision.pod["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
+        assert decide_validation(fallback(pod(index)), "ns", lookups(), REJECT) is None
+    # A leader a webhook placed (terms with the priority match) is not taken for one.
+    placed = decide_mutation(pod(0), "ns", lookups(), GATE).pod
+    assert placed is not None
+    assert not affinity_in_template(placed)
+    assert affinity_in_template(fallback(pod(0)))
 
 
 VALIDATIONS = [

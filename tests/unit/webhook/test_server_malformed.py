@@ -132,12 +132,12 @@ async def test_a_body_that_is_not_json_is_a_400(base: str, path: str) -> None:
     )
 
 
-@pytest.mark.parametrize(("path", "expected"), [(MUTATE_POD_PATH, 400), (VALIDATE_POD_PATH, 200)])
+@pytest.mark.parametrize(("path", "expected"), [(MUTATE_POD_PATH, 400), (VALIDATE_POD_PATH, 400)])
 async def test_a_pod_with_wrongly_typed_deeper_fields_is_a_400_where_read(
     base: str, path: str, expected: int
 ) -> None:
-    """A leader whose affinity is an array: the envelope is right, the mutating decision cannot
-    read the pod (the validating one admits leaders without reading it)."""
+    """A leader whose affinity is an array: the envelope is right, but neither decision can read
+    the pod (both read its affinity to tell a fallback Job's pods from the others)."""
     pod = {
         "metadata": {
             "name": "js-w-0-1-abcde",
