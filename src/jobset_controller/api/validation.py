@@ -282,15 +282,20 @@ def _check_generated_names(path: str, rjob: ReplicatedJob, name: str) -> list[Fi
         pod_hostname(name, rjob.name, rjob.replicas - 1, job_spec.completions - 1)
         + f"-{RANDOM_SUFFIX_PLACEHOLDER}"
     )
-    return errors + _generated_name_errors(f"{path}.name", longest_pod, POD_NAME_TOO_LONG)
+    # Upstream reports the longest Job name as the invalid value of a pod name error too.
+    return errors + _generated_name_errors(
+        f"{path}.name", longest_pod, POD_NAME_TOO_LONG, reported=longest_job
+    )
 
 
-def _generated_name_errors(path: str, generated: str, too_long: str) -> list[FieldError]:
-    """DNS-1035 errors of a generated name, the length error replaced by upstream's message."""
+def _generated_name_errors(
+    path: str, generated: str, too_long: str, *, reported: str | None = None
+) -> list[FieldError]:
+    """DNS-1035 errors of a generated name, the length error replaced by upstream's message;
+    the value shown is `reported` (default: the generated name)."""
+    value = generated if reported is None else reported
     return [
-        FieldError(
-            path, "Invalid", too_long if _DNS1035_TOO_LONG in message else message, generated
-        )
+        FieldError(path, "Invalid", too_long if _DNS1035_TOO_LONG in message else message, value)
         for message in is_dns1035_label(generated)
     ]
 

@@ -842,6 +842,16 @@ def test_generated_name_lengths(js: JobSet, messages: list[str]) -> None:
         assert message in error.message
 
 
+def test_a_pod_name_error_shows_the_longest_job_name_as_its_value_as_upstream() -> None:
+    """Upstream's webhook reports the pod name check with the Job name as the invalid value
+    (found by the differential tests, tests/differential)."""
+    errors = validate_create(_minimal(name="a" * 52, completions=1))
+    assert [(error.message, error.bad_value) for error in errors] == [
+        (POD_TOO_LONG, "a" * 52 + "-w-0")
+    ]
+    assert 'Invalid value: "' + "a" * 52 + '-w-0": ' + POD_TOO_LONG in str(errors[0])
+
+
 def test_no_name_at_all_fails_the_job_name_check() -> None:
     errors = validate_create(_minimal())
     assert [(error.field, error.bad_value) for error in errors] == [
