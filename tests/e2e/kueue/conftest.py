@@ -32,15 +32,36 @@ from jobset_controller_dev.envtest.processes import free_port, processes_mention
 KEEP = os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1"
 
 
+def suite_configuration() -> dict[str, Any]:
+    """Configuration sections the whole suite's controllers run with, from the environment, so
+    the suite can be run with a feature gate or option on (issue 27: each on and off):
+    `JOBSET_E2E_FEATURE_GATES="ExecutionAttemptsTracking=true,..."` (the file's featureGates)
+    and `JOBSET_E2E_DEFER_CHILDREN=1` (deferredChildren.enable). Unset: upstream's defaults."""
+    sections: dict[str, Any] = {}
+    gates = {}
+    for item in filter(None, os.environ.get("JOBSET_E2E_FEATURE_GATES", "").split(",")):
+        name, _, value = item.strip().partition("=")
+        gates[name] = value.lower() == "true"
+    if gates:
+        sections["featureGates"] = gates
+    if os.environ.get("JOBSET_E2E_DEFER_CHILDREN") == "1":
+        sections["deferredChildren"] = {"enable": True}
+    return sections
+
+
 @contextlib.contextmanager
-def jobset_controller(cluster: FullCluster, log_name: str) -> Iterator[subprocess.Popen[bytes]]:
+def jobset_controller(
+    cluster: FullCluster, log_name: str, configuration: dict[str, Any] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """`jobset-controller run` against `cluster` as a user runs it; stopped with SIGTERM, and it
     must exit 0.
 
     Its Configuration turns internal certificate management off and points the webhook at a free
     port and an empty certificate directory of its own: two controllers run side by side here
     (MultiKueue's manager and worker), so neither may take the default port or directory, and
-    without certificates no webhook is served (the in-memory defaulting stands in)."""
+    without certificates no webhook is served (the in-memory defaulting stands in).
+    `configuration` adds sections (feature gates, deferredChildren); None: the suite's
+    (`suite_configuration`)."""
     health = free_port()
     log = cluster.workdir / log_name
     stem = log_name.removesuffix(".log")
@@ -54,6 +75,7 @@ def jobset_controller(cluster: FullCluster, log_name: str) -> Iterator[subproces
                 "port": free_port(),
                 "certDir": str(cluster.workdir / f"{stem}-webhook-certs"),
             },
+            **(suite_configuration() if configuration is None else configuration),
         },
     )
     proc = subprocess.Popen(
@@ -93,12 +115,14 @@ def jobset_controller(cluster: FullCluster, log_name: str) -> Iterator[subproces
 
 
 @contextlib.contextmanager
-def cluster_with_controller() -> Iterator[FullCluster]:
+def cluster_with_controller(
+    configuration: dict[str, Any] | None = None,
+) -> Iterator[FullCluster]:
     """A FullCluster with our controller; on exit, nothing it started may still run."""
     cluster = FullCluster(keep_workdir=KEEP).start()
     marker = str(cluster.workdir)
     try:
-        with jobset_controller(cluster, "jobset-controller.log"):
+        with jobset_controller(cluster, "jobset-controller.log", configuration):
             yield cluster
     finally:
         cluster.stop()
