@@ -62,9 +62,12 @@ def _denied(review: Review, code: int, message: str, **status: Any) -> dict[str,
 
 
 def invalid_status(name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
-    """The Status the apiserver would build for these field errors (StatusReasonInvalid)."""
+    """The Status the apiserver would build for these field errors (StatusReasonInvalid): one
+    cause per error; the message names each distinct error once (apimachinery's aggregate
+    drops repeated texts), in brackets when more than one remains."""
     rendered = [str(error) for error in errors]
-    joined = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    distinct = list(dict.fromkeys(rendered))
+    joined = distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
     return {
         "code": 422,
         "reason": "Invalid",

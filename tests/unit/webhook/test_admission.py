@@ -114,6 +114,21 @@ def test_invalid_create_is_a_422_with_one_cause_per_error() -> None:
     ]
 
 
+def test_a_repeated_error_is_one_cause_each_but_named_once_in_the_message() -> None:
+    """As apimachinery's NewInvalid (found by the differential tests, tests/differential): an
+    invalid replicatedJob name fails the Job name and the pod name check with the same text."""
+    body = jobset()
+    body["spec"]["replicatedJobs"][0]["name"] = "Bad_Name"
+    body["spec"]["replicatedJobs"][0]["template"]["spec"]["completions"] = 1
+    status = validate(review("CREATE", body), features=FeatureGates())["response"]["status"]
+    causes = status["details"]["causes"]
+    assert len(causes) == 2
+    assert causes[0] == causes[1]
+    assert status["message"] == (
+        f'JobSet.jobset.x-k8s.io "js" is invalid: {causes[0]["field"]}: {causes[0]["message"]}'
+    )
+
+
 def test_valid_create_and_delete_are_allowed() -> None:
     assert validate(review("CREATE", jobset()), features=FeatureGates())["response"]["allowed"]
     assert validate(review("DELETE", None, jobset()), features=FeatureGates())["response"][
