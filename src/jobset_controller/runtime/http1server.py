@@ -32,6 +32,13 @@ What it guarantees:
   and the connection goes on; the error is logged with the server, method and path only (never
   headers or body). A client that goes away (or half-closes, as Go reads it) cancels its
   handler.
+- Memory is bounded per connection and in total (issue 24). TLS is set up only once a client's
+  ClientHello is whole, with buffers sized for TLS records (runtime/tlsconn.py); every read of
+  every connection lands in one buffer of the server's (a buffered protocol), so an idle
+  connection has no read buffer of its own. Request bodies being read count against one
+  `BodyBudget` for the process (32 MiB): a body that does not fit waits, unread, and is answered
+  503 if its time runs out first. Closed connections are handed back to the OS in bursts
+  (memtrim.TrimAfterCloses). hack/bench/conn_bench.py measures it against Go's net/http.
 - Routing is by exact path, then method (404 and 405 otherwise); a `fallback` handler may take
   the paths no route names (the health server's `/<endpoint>/<check>`).
 - The accept loop is ours, not asyncio's: out of file descriptors or kernel memory (EMFILE,
@@ -62,6 +69,8 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from jobset_controller.runtime.http1 import check_header_value, content_length
+from jobset_controller.runtime.memtrim import TrimAfterCloses
+from jobset_controller.runtime.tlsconn import RECORD_BUFFER, FirstRecord
 
 log = structlog.get_logger("httpserver")
 
@@ -75,6 +84,8 @@ _LISTEN_BACKLOG: Final = 128
 _LINGER: Final = 2.0  # seconds a refused client has to read its answer and stop sending
 # Methods whose request has a body: without a Content-Length it cannot be framed (411).
 _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
+# What every server of the process may hold of request bodies at once (see BodyBudget).
+BODY_BUDGET_BYTES: Final = 32 * 1024 * 1024
 
 
 class AcceptErrors(Collector):
@@ -111,6 +122,75 @@ class AcceptErrors(Collector):
 
 
 ACCEPT_ERRORS: Final = AcceptErrors()
+
+
+class BodyBudget:
+    """The bytes of request bodies the servers hold at once, across all their connections.
+
+    Why: a body is read whole before its handler runs, and each connection may send up to its
+    server's `max_body` (8 MiB for the webhook). Without a total, N connections holding a body
+    one byte short cost N x 8 MiB (issue 24: 16 such clients, 212 MiB). A request reserves its
+    Content-Length here when its head is in, before its body is read; when the budget cannot
+    cover it, its connection stops reading and waits, and a request still waiting when its
+    body's time runs out is answered 503 (a refusal, closed lingering). A request that fits is
+    let through even while a larger one waits (first fit), so one large body in the queue does
+    not hold up the small AdmissionReviews behind it; the large one has its time limit.
+    Reservations end when the handler has answered, or the connection closes.
+
+    What is read before the wait starts (the part of a body that came in the same read as its
+    head) is kept, and is at most one read: the servers read into a buffer of one TLS record
+    (16.5 KiB). A body that came whole in that read is served (it is here; holding it back
+    frees nothing) and charged, so the budget may be exceeded by at most one read per
+    connection, and the bodies after it wait.
+
+    A waiter learns of its reservation on the loop's next turn (``call_soon``), never inside
+    `release`: that runs while another connection parses what is in the server's shared read
+    buffer, and a waiter that went on at once could read into it. A reservation delivered to a
+    waiter that no longer wants it (its connection closed, its request refused) is handed back.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        # Insertion order: the first come is the first considered.
+        self._waiting: dict[Callable[[int], None], int] = {}
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def reserve(self, size: int, granted: Callable[[int], None]) -> bool:
+        """Reserve `size` bytes now (True), or queue `granted`, to be called with `size` once
+        they are reserved for it (False)."""
+        if self.used + size <= self.total:
+            self.used += size
+            return True
+        self._waiting[granted] = size
+        return False
+
+    def charge(self, size: int) -> None:
+        """Count `size` bytes held already, whether or not they fit (a body that arrived with
+        its head); released as a reservation is."""
+        self.used += size
+
+    def cancel(self, granted: Callable[[int], None]) -> None:
+        """Leave the queue (the request was refused or its connection closed)."""
+        self._waiting.pop(granted, None)
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        loop: asyncio.AbstractEventLoop | None = None
+        for granted, wanted in list(self._waiting.items()):
+            if self.used + wanted <= self.total:
+                del self._waiting[granted]
+                self.used += wanted
+                loop = loop or asyncio.get_running_loop()
+                loop.call_soon(granted, wanted)
+
+
+BODY_BUDGET: Final = BodyBudget(BODY_BUDGET_BYTES)
+# One for the process: every server's closed connections count towards the same trim.
+CONNECTION_TRIM: Final = TrimAfterCloses()
 
 
 async def _listening_sockets(host: str | None, port: int) -> list[socket.socket]:
@@ -180,7 +260,11 @@ class HttpServer:
         header_timeout: float = 10.0,
         idle_timeout: float = 120.0,
         handler_timeout: float = 30.0,
+        body_budget: BodyBudget = BODY_BUDGET,
+        trim: TrimAfterCloses = CONNECTION_TRIM,
     ) -> None:
+        if max_body > body_budget.total:
+            raise ValueError(f"max_body {max_body} exceeds the body budget {body_budget.total}")
         self.routes = routes
         self.name = name
         self.tls = tls
@@ -189,9 +273,15 @@ class HttpServer:
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self.handler_timeout = handler_timeout
+        self.body_budget = body_budget
+        self._trim = trim
+        # Every read of every connection lands here and is parsed (or handed to TLS) before the
+        # next read: one buffer of one TLS record for the server, none per connection.
+        self._read_buffer = memoryview(bytearray(RECORD_BUFFER))
         self._sockets: list[socket.socket] = []
         self._accepting: list[asyncio.Task[None]] = []
-        self._opening: set[asyncio.Task[None]] = set()  # accepted, in their TLS handshake
+        self._opening: set[asyncio.Task[None]] = set()  # accepted, not yet a protocol's
+        self._handshaking: set[FirstRecord] = set()  # TLS connections before their handshake
         self._connections: set[_ServerConnection] = set()
         self.port: int | None = None
 
@@ -217,6 +307,8 @@ class HttpServer:
         await asyncio.gather(*accepting, *self._opening, return_exceptions=True)
         for sock in sockets:
             sock.close()
+        for first in list(self._handshaking):
+            first.abort()
         for connection in list(self._connections):
             connection.abort()
 
@@ -266,20 +358,38 @@ class HttpServer:
         task.add_done_callback(self._opening.discard)
 
     async def _connect(self, conn: socket.socket) -> None:
+        """A plain connection is served at once; a TLS one starts as a `tlsconn.FirstRecord`,
+        which sets TLS up only once the ClientHello is whole (memory grows with what the client
+        sends: see that module), with `header_timeout` from now for the whole handshake."""
         loop = asyncio.get_running_loop()
         try:
-            await loop.connect_accepted_socket(
-                lambda: _ServerConnection(self),
-                conn,
-                ssl=self.tls,
-                ssl_handshake_timeout=self.header_timeout if self.tls is not None else None,
-            )
-        except (OSError, TimeoutError) as error:  # ssl.SSLError is an OSError
-            conn.close()  # a failed or slow handshake: that client's problem, nobody else's
+            if self.tls is None:
+                await loop.connect_accepted_socket(lambda: _ServerConnection(self), conn)
+            else:
+                await loop.connect_accepted_socket(self._first_record, conn)
+        except OSError as error:
+            conn.close()  # gone before it was served: that client's problem, nobody else's
             log.debug("connection not opened", server=self.name, error=type(error).__name__)
         except asyncio.CancelledError:
             conn.close()
             raise
+
+    def _first_record(self) -> FirstRecord:
+        assert self.tls is not None
+        first = FirstRecord(
+            self.tls,
+            lambda: _ServerConnection(self),
+            handshake_timeout=self.header_timeout,
+            read_buffer=self._read_buffer,
+            over=self._handshake_over,
+        )
+        self._handshaking.add(first)
+        return first
+
+    def _handshake_over(self, first: FirstRecord, opened: bool) -> None:
+        self._handshaking.discard(first)
+        if not opened:
+            self._trim.closed()
 
     def route(self, request: Request) -> Handler:
         methods = self.routes.get(request.path)
@@ -315,21 +425,54 @@ class _Refusal:
     reply: Reply
 
 
-class _ServerConnection(asyncio.Protocol):
+class _ServerConnection(asyncio.BufferedProtocol):
     """One client connection: parses requests (httptools), runs their handlers one at a time, in
     order, writes the answers, and closes with a lingering close after a refusal.
 
     The parser's callbacks (``on_url``, ``on_header``...) build each request; a whole one is
-    queued. Reading pauses while a queued request waits or the client does not read what was
-    written (``pause_writing``), so neither pipelined requests nor unread answers pile up.
+    queued. Reading pauses while a queued request waits, the client does not read what was
+    written (``pause_writing``), or a body waits for the server's `BodyBudget`, so neither
+    pipelined requests, unread answers nor bodies pile up.
+
+    A buffered protocol: reads land in the server's one read buffer (`get_buffer`) and are
+    parsed at once, so a connection has no read buffer of its own and no read is larger than
+    one TLS record. ``__slots__``: an idle connection is this object and its parser, so its
+    attributes are kept without a per-instance dict.
     """
+
+    __slots__ = (
+        "_body",
+        "_budget_wait",
+        "_expect_continue",
+        "_fed_in_head",
+        "_head_size",
+        "_headers",
+        "_held",
+        "_in_body",
+        "_in_message",
+        "_lingering",
+        "_parser",
+        "_parsing",
+        "_peer_done",
+        "_queue",
+        "_reserved",
+        "_server",
+        "_task",
+        "_timer",
+        "_timer_kind",
+        "_transport",
+        "_upgrade",
+        "_url",
+        "_writing_paused",
+    )
 
     def __init__(self, server: HttpServer) -> None:
         self._server = server
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
-        # Whole requests (with whether the connection stays open after each) and refusals.
-        self._queue: deque[tuple[Request, bool] | _Refusal] = deque()
+        # Whole requests (whether the connection stays open after each, the bytes of the body
+        # budget each holds) and refusals.
+        self._queue: deque[tuple[Request, bool, int] | _Refusal] = deque()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_kind = ""
@@ -346,6 +489,12 @@ class _ServerConnection(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._body = bytearray()
         self._upgrade = False
+        self._expect_continue = False
+        # The body budget: what this connection holds in all (`_held`), what the message being
+        # parsed holds (`_reserved`), and what it waits for (`_budget_wait`, 0: not waiting).
+        self._held = 0
+        self._reserved = 0
+        self._budget_wait = 0
 
     # ---- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -357,7 +506,13 @@ class _ServerConnection(asyncio.Protocol):
         self._server._connections.add(self)
         self._arm("head", self._server.header_timeout)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._server._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._feed(self._server._read_buffer[:nbytes])
+
+    def _feed(self, data: memoryview) -> None:
         if self._lingering:
             return  # read and dropped, so that closing does not reset what was answered
         if not self._parsing:
@@ -380,6 +535,8 @@ class _ServerConnection(asyncio.Protocol):
                     self._refuse(Reply.text("request headers too large\n", 431))
         if self._task is not None and self._queue and self._transport is not None:
             self._transport.pause_reading()  # a whole request waits: read no further for now
+        if self._budget_wait and self._transport is not None:
+            self._transport.pause_reading()  # the body waits for the budget: not read for now
         self._continue()
 
     def eof_received(self) -> bool:
@@ -393,9 +550,14 @@ class _ServerConnection(asyncio.Protocol):
         self._server._connections.discard(self)
         self._disarm()
         if self._task is not None:
-            self._task.cancel()
+            self._task.cancel()  # its reservation is released below; its own release finds 0
         self._queue.clear()
         self._transport = None
+        self._server.body_budget.cancel(self._budget_granted)
+        self._budget_wait = self._reserved = 0
+        self._release(self._held)
+        self._body = bytearray()
+        self._server._trim.closed()
 
     def pause_writing(self) -> None:
         """The client does not read its answers: stop reading its requests until it does."""
@@ -421,6 +583,7 @@ class _ServerConnection(asyncio.Protocol):
         self._url.clear()
         self._headers = {}
         self._body.clear()
+        self._expect_continue = False
         if self._timer_kind in ("", "idle"):
             self._arm("head", self._server.header_timeout)  # a request started on an idle line
 
@@ -457,15 +620,28 @@ class _ServerConnection(asyncio.Protocol):
         self._upgrade = self._parser.should_upgrade()
         if length:
             self._in_body = True
+            self._expect_continue = self._headers.get("expect", "").lower() == "100-continue"
+            if self._server.body_budget.reserve(length, self._budget_granted):
+                self._reserved = length
+                self._held += length
+            else:
+                self._budget_wait = length  # reading pauses once this read is parsed
             if self._task is None and not self._queue:
                 self._arm("body", self._server.header_timeout)  # the body's own time
-                if self._headers.get("expect", "").lower() == "100-continue":
-                    self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self._send_continue()
 
     def on_body(self, body: bytes) -> None:
         self._body += body
 
     def on_message_complete(self) -> None:
+        if self._budget_wait:
+            # The whole body came in the read that brought its head (so it is at most one
+            # read): nothing is left to hold back. It is charged all the same, so the bodies
+            # after it wait for it to be answered.
+            self._server.body_budget.cancel(self._budget_granted)
+            self._server.body_budget.charge(self._budget_wait)
+            self._reserved, self._budget_wait = self._budget_wait, 0
+            self._held += self._reserved
         url = self._url.decode("latin-1")
         path, _, query = url.partition("?")
         request = Request(
@@ -476,10 +652,11 @@ class _ServerConnection(asyncio.Protocol):
             bytes(self._body),
         )
         keep_alive = self._parser.should_keep_alive() and not self._upgrade
-        self._queue.append((request, keep_alive))
+        self._queue.append((request, keep_alive, self._reserved))
+        self._reserved = 0
         self._in_message = self._in_body = False
         self._url.clear()
-        self._body.clear()
+        self._body = bytearray()  # the next body starts small, whatever this one grew to
         self._headers = {}
         if not keep_alive:
             self._parsing = False  # nothing after a request that closes the connection
@@ -503,6 +680,41 @@ class _ServerConnection(asyncio.Protocol):
     def _refuse(self, reply: Reply) -> None:
         self._parsing = False
         self._queue.append(_Refusal(reply))
+        # The message being parsed will not be served: its body's budget is free again.
+        self._server.body_budget.cancel(self._budget_granted)
+        self._budget_wait = 0
+        reserved, self._reserved = self._reserved, 0
+        self._release(reserved)
+
+    # ---- the body budget
+    def _budget_granted(self, size: int) -> None:
+        """The budget reserved what this connection's body waited for: read on (or hand it
+        back if the connection no longer waits)."""
+        if self._transport is None or self._budget_wait != size:
+            self._server.body_budget.release(size)
+            return
+        self._server.body_budget.cancel(self._budget_granted)  # a later wait of the same size
+        self._reserved, self._budget_wait = size, 0
+        self._held += size
+        if self._task is None and not self._queue:
+            self._send_continue()
+        transport = self._transport
+        if transport is not None and not self._queue and not self._writing_paused:
+            transport.resume_reading()
+        self._continue()
+
+    def _release(self, size: int) -> None:
+        size = min(size, self._held)
+        if size:
+            self._held -= size
+            self._server.body_budget.release(size)
+
+    def _send_continue(self) -> None:
+        """``100 Continue`` once the body will be read: its turn has come and it fits the
+        budget (a client that waits for it sends nothing before)."""
+        if self._expect_continue and not self._budget_wait:
+            self._expect_continue = False
+            self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _continue(self) -> None:
         """Start the next queued request, or wait for one, as far as writing allows."""
@@ -518,7 +730,7 @@ class _ServerConnection(asyncio.Protocol):
                 self._write(_encode(item.reply, keep_alive=False, head_only=False))
                 self._linger()
                 return
-            if self._queue:
+            if self._queue or self._budget_wait:
                 transport.pause_reading()  # the next request is in: it waits for this answer
             else:
                 transport.resume_reading()  # to see the client leave (its handler is cancelled)
@@ -531,7 +743,8 @@ class _ServerConnection(asyncio.Protocol):
         if not self._parsing:
             self._linger()  # after a request that closes the connection, or an upgrade
             return
-        transport.resume_reading()
+        if not self._budget_wait:
+            transport.resume_reading()
         if self._in_message:
             if self._timer_kind not in ("head", "body"):
                 self._arm("body" if self._in_body else "head", self._server.header_timeout)
@@ -539,7 +752,7 @@ class _ServerConnection(asyncio.Protocol):
             self._arm("idle", self._server.idle_timeout)
 
     # ---- answering
-    async def _serve(self, request: Request, keep_alive: bool) -> None:
+    async def _serve(self, request: Request, keep_alive: bool, reserved: int) -> None:
         head_only = request.method == "HEAD"
         answer: bytes | None = None
         try:
@@ -561,6 +774,7 @@ class _ServerConnection(asyncio.Protocol):
             answer = _encode(Reply.text("internal server error\n", 500), keep_alive, head_only)
         finally:
             self._task = None
+            self._release(reserved)  # the handler is done with the body
         if self._transport is None:
             return
         self._write(answer)
@@ -615,6 +829,12 @@ class _ServerConnection(asyncio.Protocol):
         kind, self._timer, self._timer_kind = self._timer_kind, None, ""
         transport = self._transport
         if transport is None:
+            return
+        if kind == "body" and self._budget_wait:
+            # Its body's time ran out while the budget had no room for it: a busy server
+            # says so (and the client can try again), where a slow client is just closed.
+            self._refuse(Reply.text("server busy: too many request bodies at once\n", 503))
+            self._continue()
             return
         if kind in ("write", "linger") or transport.get_write_buffer_size():
             transport.abort()  # the client does not read: nothing is left to wait for

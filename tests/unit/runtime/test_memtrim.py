@@ -5,7 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from jobset_controller.runtime.clock import FakeClock
-from jobset_controller.runtime.memtrim import malloc_trim, resident_bytes, trim_once_quiet
+from jobset_controller.runtime.memtrim import (
+    TrimAfterCloses,
+    malloc_trim,
+    resident_bytes,
+    trim_once_quiet,
+)
 from jobset_controller.runtime.workqueue import WorkQueue
 
 
@@ -76,3 +81,52 @@ def test_malloc_trim_on_glibc_gives_back_freed_memory() -> None:
     assert malloc_trim() is True
     assert resident_bytes() < full - 100 * 2**20, (full, resident_bytes())
     assert keep
+
+
+async def test_a_burst_of_closes_is_trimmed_once_it_settles_and_not_more_often_than_every() -> None:
+    loop = asyncio.get_running_loop()
+    trims: list[float] = []
+    calls: list[str] = []
+    trimmed = asyncio.Event()
+
+    def trim() -> bool:
+        trims.append(loop.time())
+        calls.append("trim")
+        trimmed.set()
+        return True
+
+    def collect() -> int:
+        calls.append("collect")
+        return 0
+
+    closes = TrimAfterCloses(burst=3, settle=0.05, every=0.3, trim=trim, collect=collect)
+    closes.closed()
+    closes.closed()
+    burst_at = loop.time()
+    closes.closed()  # the third: a trim is due `settle` from now
+    async with asyncio.timeout(5):
+        await trimmed.wait()
+    assert trims[0] - burst_at >= 0.05
+    assert calls == ["collect", "trim"]  # the collector first (cycles: see the docstring)
+    trimmed.clear()
+    for _ in range(3):
+        closes.closed()  # another burst at once: due no sooner than `every` after the first
+    async with asyncio.timeout(5):
+        await trimmed.wait()
+    assert trims[1] - trims[0] >= 0.3
+    assert calls == ["collect", "trim"] * 2
+
+
+async def test_fewer_closes_than_a_burst_never_trim() -> None:
+    trims: list[bool] = []
+
+    def trim() -> bool:
+        trims.append(True)
+        return True
+
+    closes = TrimAfterCloses(burst=3, settle=0.0, every=0.0, trim=trim)
+    closes.closed()
+    closes.closed()
+    await asyncio.sleep(0)
+    assert closes._handle is None  # nothing scheduled
+    assert trims == []

@@ -1,0 +1,265 @@
+"""TLS connections sized by what the client sent (runtime/tlsconn.py), over real sockets.
+
+The first tests pin what tlsconn takes from asyncio's ``sslproto`` on the interpreter the project
+runs on (3.11): it subclasses ``SSLProtocol`` and sets its ``max_size``, its read buffer and the
+buffer limits, so a Python whose ``SSLProtocol`` changed shape fails here, not in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import socket
+import ssl
+import time
+from asyncio import sslproto
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
+from jobset_controller.runtime.http1server import HttpServer, Reply, Request
+from jobset_controller.runtime.memtrim import TrimAfterCloses
+from jobset_controller.runtime.servingtls import pair_context, self_signed_pem
+from jobset_controller.runtime.tlsconn import (
+    READ_PAUSE_AT,
+    RECORD_BUFFER,
+    WRITE_PAUSE_AT,
+    FirstRecord,
+    RecordSizedSSLProtocol,
+)
+
+HELLO_HEADER = b"\x16\x03\x01\x02\x00"  # a handshake record of 512 bytes, as a ClientHello's
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> ssl.SSLContext:
+    cert, key = self_signed_pem()
+    (tmp_path / CERT_FILE).write_bytes(cert)
+    (tmp_path / KEY_FILE).write_bytes(key)
+    return pair_context(tmp_path)
+
+
+def client_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def echo(request: Request) -> Reply:
+    return Reply(body=b"got " + request.body)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    context: ssl.SSLContext, *, header_timeout: float = 10.0, trim: TrimAfterCloses | None = None
+) -> AsyncIterator[HttpServer]:
+    options = {"trim": trim} if trim is not None else {}
+    http = HttpServer(
+        {"/echo": {"POST": echo}},
+        name="test",
+        tls=context,
+        header_timeout=header_timeout,
+        **options,  # type: ignore[arg-type]
+    )
+    await http.start("127.0.0.1", 0)
+    try:
+        yield http
+    finally:
+        await http.stop()
+
+
+async def until(condition: Callable[[], bool], limit: float = 10.0) -> None:
+    """Poll `condition()` until it holds (a condition, not a guess at a delay)."""
+    async with asyncio.timeout(limit):
+        while not condition():  # noqa: ASYNC110 - another process's or object's state
+            await asyncio.sleep(0.01)
+
+
+def test_the_stdlib_ssl_protocol_is_left_as_it_is_and_ours_reads_a_record_at_a_time(
+    context: ssl.SSLContext,
+) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        stock = sslproto.SSLProtocol(
+            loop, asyncio.Protocol(), context, loop.create_future(), server_side=True
+        )
+        ours = RecordSizedSSLProtocol(
+            loop, asyncio.Protocol(), context, loop.create_future(), handshake_timeout=10.0
+        )
+        shared = memoryview(bytearray(RECORD_BUFFER))
+        sharing = RecordSizedSSLProtocol(
+            loop,
+            asyncio.Protocol(),
+            context,
+            loop.create_future(),
+            handshake_timeout=10.0,
+            read_buffer=shared,
+        )
+    finally:
+        loop.close()
+    assert sslproto.SSLProtocol.max_size == 256 * 1024  # what the stdlib gives a connection
+    assert len(stock.get_buffer(-1)) == 256 * 1024
+    assert len(ours.get_buffer(-1)) == RECORD_BUFFER == 16 * 1024 + 512
+    assert len(ours.get_buffer(1 << 20)) == RECORD_BUFFER  # never more than one record
+    # A shared buffer is the one reads land in: the connection has none of its own.
+    assert sharing.get_buffer(-1).obj is shared.obj
+    assert ours._app_transport.get_read_buffer_limits() == (RECORD_BUFFER // 2, READ_PAUSE_AT)
+    assert ours._app_transport.get_write_buffer_limits() == (WRITE_PAUSE_AT // 4, WRITE_PAUSE_AT)
+    assert stock._app_transport.get_read_buffer_limits()[1] == 256 * 1024  # not ours
+
+
+def test_a_shared_read_buffer_smaller_than_a_record_is_refused(context: ssl.SSLContext) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(ValueError, match="holds no record"):
+            RecordSizedSSLProtocol(
+                loop,
+                asyncio.Protocol(),
+                context,
+                loop.create_future(),
+                handshake_timeout=1.0,
+                read_buffer=memoryview(bytearray(1024)),
+            )
+    finally:
+        loop.close()
+
+
+async def post(port: int, body: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_context())
+    writer.write(b"POST /echo HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    answer = await reader.readexactly(length)
+    writer.close()
+    return answer
+
+
+async def test_a_tls_client_is_served_through_the_first_record_hand_over(
+    context: ssl.SSLContext,
+) -> None:
+    async with serving(context) as http:
+        assert http.port is not None
+        body = b"x" * 100_000  # many records, several reads
+        assert await post(http.port, body) == b"got " + body
+        assert not http._handshaking  # handed over and forgotten
+
+
+async def test_a_client_hello_trickled_a_byte_at_a_time_still_completes_the_handshake(
+    context: ssl.SSLContext,
+) -> None:
+    """The hand-over happens when the record is whole, however it arrived."""
+    async with serving(context) as http:
+        assert http.port is not None
+        raw = socket.create_connection(("127.0.0.1", http.port))
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = client_context().wrap_bio(incoming, outgoing)
+        with contextlib.suppress(ssl.SSLWantReadError):
+            tls.do_handshake()
+        hello = outgoing.read()
+        loop = asyncio.get_running_loop()
+        raw.setblocking(False)
+        for byte in hello:
+            await loop.sock_sendall(raw, bytes([byte]))
+            await asyncio.sleep(0)  # separate reads on the server's side, as far as it goes
+        while True:
+            incoming.write(await loop.sock_recv(raw, 65536))
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await loop.sock_sendall(raw, outgoing.read())
+        await loop.sock_sendall(raw, outgoing.read())
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        raw.close()
+
+
+async def test_bytes_that_cannot_start_a_handshake_are_refused_at_once(
+    context: ssl.SSLContext,
+) -> None:
+    """Plain HTTP on the TLS port goes straight to OpenSSL, which refuses it: the connection
+    closes now, not when the handshake's time runs out."""
+    async with serving(context, header_timeout=30.0) as http:
+        assert http.port is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        started = time.monotonic()
+        async with asyncio.timeout(10):
+            while await reader.read(1024):
+                pass
+        assert time.monotonic() - started < 10
+        writer.close()
+
+
+async def test_the_handshake_time_limit_counts_from_the_accept(context: ssl.SSLContext) -> None:
+    """A client that sends its ClientHello late, then stalls, is closed when the limit from
+    its accept runs out: the hand-over does not start the clock again."""
+    limit = 1.0
+    async with serving(context, header_timeout=limit) as http:
+        assert http.port is not None
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = client_context().wrap_bio(incoming, outgoing)
+        with contextlib.suppress(ssl.SSLWantReadError):
+            tls.do_handshake()
+        hello = outgoing.read()
+        started = time.monotonic()
+        reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
+        writer.write(hello[:5])  # the record header only: held by FirstRecord
+        await asyncio.sleep(limit * 0.6)  # the client's own delay (the stimulus, not a wait)
+        writer.write(hello[5:])  # whole: handed over; then the client never finishes
+        async with asyncio.timeout(10):
+            while await reader.read(65536):
+                pass
+        closed_after = time.monotonic() - started
+        writer.close()
+    assert limit * 0.9 <= closed_after < limit * 1.5
+
+
+async def test_a_trickling_client_is_closed_when_the_handshake_time_runs_out(
+    context: ssl.SSLContext,
+) -> None:
+    async with serving(context, header_timeout=0.5) as http:
+        assert http.port is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
+        writer.write(HELLO_HEADER + b"\x01")
+        await until(lambda: len(http._handshaking) == 1)
+        async with asyncio.timeout(10):
+            assert await reader.read(1) == b""
+        await until(lambda: not http._handshaking)
+        writer.close()
+
+
+async def test_slow_tls_clients_cost_objects_only_until_they_are_gone(
+    context: ssl.SSLContext,
+) -> None:
+    """After a burst of slow clients closes, the trim runs (once), and no connection's object
+    is left: asyncio's transports are reference cycles, which the trim's collection frees."""
+    trims: list[float] = []
+    trimmed = asyncio.Event()
+
+    def trim() -> bool:
+        trims.append(time.monotonic())
+        trimmed.set()
+        return True
+
+    trimmer = TrimAfterCloses(burst=50, settle=0.01, every=0.0, trim=trim)
+    async with serving(context, trim=trimmer) as http:
+        assert http.port is not None
+        writers = []
+        for _ in range(60):
+            _, writer = await asyncio.open_connection("127.0.0.1", http.port)
+            writer.write(HELLO_HEADER + b"\x01")
+            writers.append(writer)
+        await until(lambda: len(http._handshaking) == 60)
+        for writer in writers:
+            writer.transport.abort()
+        await until(lambda: not http._handshaking)
+        async with asyncio.timeout(10):
+            await trimmed.wait()
+        assert len(trims) == 1  # 60 closes, one burst
+        del writers
+        assert not [o for o in gc.get_objects() if isinstance(o, FirstRecord)]
