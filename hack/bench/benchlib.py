@@ -286,8 +286,11 @@ class Controller:
         profile: Path | None = None,
         python: Path | None = None,
         extra_args: Sequence[str] = (),
+        config: str = "",
     ) -> None:
+        """`config`: YAML lines added to the Configuration file (e.g. a `featureGates` map)."""
         self.label, self.src, self.plane = label, src, plane
+        self.config = config
         self.extra_args = list(extra_args)
         self.python = str(python or sys.executable)
         self.workers, self.log_level = workers, log_level
@@ -312,7 +315,7 @@ class Controller:
         config.write_text(
             "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
             f"webhook:\n  certDir: {config.parent / 'no-certs'}\n  host: 127.0.0.1\n"
-            f"  port: {free_port()}\n"
+            f"  port: {free_port()}\n" + self.config
         )
         args = [
             self.python, "-m", "jobset_controller", "run",
