@@ -70,7 +70,7 @@ from prometheus_client.registry import Collector
 
 from jobset_controller.runtime.http1 import check_header_value, content_length
 from jobset_controller.runtime.memtrim import TrimAfterCloses
-from jobset_controller.runtime.tlsconn import RECORD_BUFFER, FirstRecord
+from jobset_controller.runtime.tlsconn import RECORD_BUFFER, ClientHellos
 
 log = structlog.get_logger("httpserver")
 
@@ -80,7 +80,22 @@ _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, 
 # Go's net/http (Server.Serve): 5 ms after the first temporary accept error, doubling, 1 s at most.
 ACCEPT_BACKOFF_FIRST: Final = 0.005
 ACCEPT_BACKOFF_MAX: Final = 1.0
-_LISTEN_BACKLOG: Final = 128
+
+
+def _listen_backlog() -> int:
+    """The kernel's own limit on a listener's queue of connections not yet accepted, as Go's
+    net package reads it: a burst of thousands of clients (connecting, or reconnecting at
+    once when their handshakes time out) then waits in the queue instead of having its SYNs
+    dropped, which costs a client behind them 1, 3 or 7 s of retransmissions (measured with
+    4000 slow TLS clients and a queue of 128: an AdmissionReview waited 7.7 s)."""
+    try:
+        with open("/proc/sys/net/core/somaxconn", "rb") as limit:
+            return max(1, min(int(limit.read()), 65535))
+    except (OSError, ValueError):
+        return socket.SOMAXCONN
+
+
+_LISTEN_BACKLOG: Final = _listen_backlog()
 _LINGER: Final = 2.0  # seconds a refused client has to read its answer and stop sending
 # Methods whose request has a body: without a Content-Length it cannot be framed (411).
 _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
@@ -281,8 +296,19 @@ class HttpServer:
         self._sockets: list[socket.socket] = []
         self._accepting: list[asyncio.Task[None]] = []
         self._opening: set[asyncio.Task[None]] = set()  # accepted, not yet a protocol's
-        self._handshaking: set[FirstRecord] = set()  # TLS connections before their handshake
         self._connections: set[_ServerConnection] = set()
+        # TLS connections before their handshake is through (see runtime/tlsconn.py).
+        self._hellos = (
+            ClientHellos(
+                tls,
+                lambda: _ServerConnection(self),
+                handshake_timeout=header_timeout,
+                read_buffer=self._read_buffer,
+                closed=trim.closed,
+            )
+            if tls is not None
+            else None
+        )
         self.port: int | None = None
 
     @property
@@ -307,8 +333,8 @@ class HttpServer:
         await asyncio.gather(*accepting, *self._opening, return_exceptions=True)
         for sock in sockets:
             sock.close()
-        for first in list(self._handshaking):
-            first.abort()
+        if self._hellos is not None:
+            self._hellos.close()
         for connection in list(self._connections):
             connection.abort()
 
@@ -351,45 +377,26 @@ class HttpServer:
         )
 
     def _open(self, conn: socket.socket) -> None:
-        """Serve one accepted socket, in a task of its own: a TLS handshake must not hold up the
-        loop that accepts the next client."""
+        """Serve one accepted socket: a TLS one waits for its ClientHello as a bare socket
+        (runtime/tlsconn.py: memory grows with what the client sends), with `header_timeout`
+        from now for the whole handshake; a plain one gets its transport, in a task of its own."""
+        if self._hellos is not None:
+            self._hellos.add(conn)
+            return
         task = asyncio.get_running_loop().create_task(self._connect(conn))
         self._opening.add(task)
         task.add_done_callback(self._opening.discard)
 
     async def _connect(self, conn: socket.socket) -> None:
-        """A plain connection is served at once; a TLS one starts as a `tlsconn.FirstRecord`,
-        which sets TLS up only once the ClientHello is whole (memory grows with what the client
-        sends: see that module), with `header_timeout` from now for the whole handshake."""
         loop = asyncio.get_running_loop()
         try:
-            if self.tls is None:
-                await loop.connect_accepted_socket(lambda: _ServerConnection(self), conn)
-            else:
-                await loop.connect_accepted_socket(self._first_record, conn)
+            await loop.connect_accepted_socket(lambda: _ServerConnection(self), conn)
         except OSError as error:
             conn.close()  # gone before it was served: that client's problem, nobody else's
             log.debug("connection not opened", server=self.name, error=type(error).__name__)
         except asyncio.CancelledError:
             conn.close()
             raise
-
-    def _first_record(self) -> FirstRecord:
-        assert self.tls is not None
-        first = FirstRecord(
-            self.tls,
-            lambda: _ServerConnection(self),
-            handshake_timeout=self.header_timeout,
-            read_buffer=self._read_buffer,
-            over=self._handshake_over,
-        )
-        self._handshaking.add(first)
-        return first
-
-    def _handshake_over(self, first: FirstRecord, opened: bool) -> None:
-        self._handshaking.discard(first)
-        if not opened:
-            self._trim.closed()
 
     def route(self, request: Request) -> Handler:
         methods = self.routes.get(request.path)

@@ -5,20 +5,20 @@ connection a 256 KiB read buffer when it is accepted, and an OpenSSL object whos
 buffers (its record buffer, its handshake message buffer) are allocated as soon as the
 handshake starts, before the client has sent a byte. Measured with hack/bench/conn_bench.py, a
 client that sends a TLS record header and then a byte every 2 s (issue 24's slow client) cost
-~260 KiB of RSS per connection, and an idle TLS connection ~280 KiB, against ~11 and ~29 KiB
-for Go's crypto/tls, which grows its buffers with what arrives. Two pieces bring ours to ~2 and
-~22 KiB:
+~260 KiB of RSS per connection, and an idle TLS connection ~280 KiB, against ~12 and ~30 KiB
+for Go's crypto/tls, which grows its buffers with what arrives. Two pieces bring ours to ~1 and
+~22 KiB (README, Benchmarks):
 
-- `FirstRecord`, the protocol a TLS connection starts with: it keeps what the client sends, in
-  a buffer that grows only with it, until the first TLS record (the ClientHello) is whole, and
-  only then makes the TLS state (`RecordSizedSSLProtocol`, with its OpenSSL object) and hands it
-  the connection and those bytes. A client trickling its ClientHello costs the socket, the
-  transport, this object and its few bytes. Bytes that cannot start a handshake (not a
-  handshake record, an impossible length) are handed over at once, so OpenSSL refuses them as
-  it always did. The handshake's time limit counts from the accept, not from the hand-over. A
-  client that completes its ClientHello and then stalls costs OpenSSL's handshake state (some
-  50 KiB) until that limit, as any TLS server's would: it had to send a real ClientHello, and we
-  answer with a key exchange.
+- `ClientHellos`, where a TLS connection waits until its first record (the ClientHello) is
+  whole: as a bare socket registered for reading, with what it sent kept in a buffer that grows
+  only with it. Only then does it get asyncio's transport and its TLS state
+  (`RecordSizedSSLProtocol`, with its OpenSSL object), fed those bytes first. A client
+  trickling its ClientHello costs its socket and about a hundred bytes of ours. Bytes that
+  cannot start a handshake (not a handshake record, an impossible length) are handed over at
+  once, so OpenSSL refuses them as it always did. The handshake's time limit counts from the
+  accept, not from the hand-over. A client that completes its ClientHello and then stalls
+  costs OpenSSL's handshake state until that limit, as on any TLS server: it had to send a real
+  ClientHello, and we answer with a key exchange.
 - `RecordSizedSSLProtocol`, a subclass of asyncio's ``SSLProtocol`` whose buffers are sized for
   TLS records: socket reads land in a buffer of one record (16 KiB of payload plus what a
   record adds) instead of 256 KiB, one buffer per server rather than per connection; reading
@@ -36,6 +36,7 @@ test_tlsconn.py pins each of them on the interpreter the project runs on.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from asyncio import sslproto
 from collections.abc import Callable
@@ -79,6 +80,7 @@ class RecordSizedSSLProtocol(sslproto.SSLProtocol):
         *,
         handshake_timeout: float,
         read_buffer: memoryview | None = None,
+        first_bytes: bytes = b"",
     ) -> None:
         super().__init__(
             loop,
@@ -97,6 +99,19 @@ class RecordSizedSSLProtocol(sslproto.SSLProtocol):
             if len(read_buffer) < self.max_size:
                 raise ValueError(f"a read buffer of {len(read_buffer)} bytes holds no record")
             self._ssl_buffer = self._ssl_buffer_view = read_buffer
+        self._first_bytes = first_bytes
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start the handshake, then feed it `first_bytes` (what the client sent before the
+        transport existed), as if the transport had just read them."""
+        super().connection_made(transport)
+        view, self._first_bytes = memoryview(self._first_bytes), b""
+        while view and not transport.is_closing():
+            buffer = self.get_buffer(len(view))
+            size = min(len(buffer), len(view))
+            buffer[:size] = view[:size]
+            self.buffer_updated(size)
+            view = view[size:]
 
 
 def _handshake_record_length(header: bytes | bytearray) -> int | None:
@@ -108,28 +123,36 @@ def _handshake_record_length(header: bytes | bytearray) -> int | None:
     return length if 0 < length <= MAX_PLAINTEXT else None
 
 
-class FirstRecord(asyncio.BufferedProtocol):
-    """Holds a new TLS connection until its first record is whole (module docstring).
+class _Pending:
+    """A TLS client before its ClientHello is whole: its socket, what it sent, its deadline."""
 
-    `app` makes the application's protocol for the connection once TLS is set up;
-    `handshake_timeout` is the time, from the accept, that the client has to finish its
-    handshake; `read_buffer` is shared by every connection of a server and only read into
-    during ``get_buffer``/``buffer_updated``, so it costs nothing per connection. `over` is
-    called once, with whether the connection came through its handshake (its application
-    protocol has been made and told) or ended before (closed, refused, timed out).
+    __slots__ = ("deadline", "received", "sock")
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self.received = bytearray()
+
+
+class ClientHellos:
+    """A server's TLS connections until their first record (the ClientHello) is whole.
+
+    Why bare sockets and not a protocol on asyncio's transport: a transport is a dozen Python
+    objects (its attribute dict, an "extra" dict with the peer's and our addresses, a socket
+    wrapper, a weak reference in the loop, a bound method of itself that makes it a reference
+    cycle), about 2 KiB per connection. Thousands of clients trickling handshakes then leave
+    that much of Python's allocator spread over arenas it cannot give back when they are gone
+    (measured: 4000 such clients kept ~12 MiB of the controller's RSS after they closed). A
+    waiting client is its socket, this registry's small record of it, and one reader
+    registration; a periodic sweep, not a timer each, enforces the handshake's time limit.
+
+    `add` takes an accepted socket. Reads land in `read_buffer` (the server's, shared) and are
+    kept until the first record is whole; then the connection gets its transport and a
+    `RecordSizedSSLProtocol` fed those bytes first, with the rest of `handshake_timeout` (which
+    counts from the accept) for the handshake. Bytes that cannot start a handshake go to OpenSSL
+    at once, which refuses them as it always did. `app` makes the application's protocol;
+    `closed` is called for every connection that ends before its handshake completes.
     """
-
-    __slots__ = (
-        "_app",
-        "_buffer",
-        "_context",
-        "_opened",
-        "_over",
-        "_received",
-        "_timeout",
-        "_timer",
-        "_transport",
-    )
 
     def __init__(
         self,
@@ -138,69 +161,96 @@ class FirstRecord(asyncio.BufferedProtocol):
         *,
         handshake_timeout: float,
         read_buffer: memoryview,
-        over: Callable[[FirstRecord, bool], None],
+        closed: Callable[[], None],
     ) -> None:
         self._context = context
         self._app = app
         self._timeout = handshake_timeout
         self._buffer = read_buffer
-        self._over: Callable[[FirstRecord, bool], None] | None = over
-        self._received = bytearray()
-        self._transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._opened = 0.0
+        self._closed = closed
+        self._pending: dict[int, _Pending] = {}  # by file descriptor
+        self._opening: set[asyncio.Task[None]] = set()
+        self._handshaking: dict[RecordSizedSSLProtocol, asyncio.Transport] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        # How often the time limit is enforced: its accuracy, at a cost of one pass over the
+        # waiting clients per sweep.
+        self._sweep_every = min(1.0, handshake_timeout / 4)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+    def __len__(self) -> int:
+        """Connections not through their handshake: waiting for their hello, or in TLS."""
+        return len(self._pending) + len(self._opening) + len(self._handshaking)
+
+    def add(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        self._opened = loop.time()
-        self._timer = loop.call_later(self._timeout, transport.abort)
+        sock.setblocking(False)
+        fd = sock.fileno()
+        self._pending[fd] = _Pending(sock, loop.time() + self._timeout)
+        loop.add_reader(fd, self._readable, fd)
+        if self._sweep is None:
+            self._sweep = loop.call_later(self._sweep_every, self._expire)
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._buffer
+    def close(self) -> None:
+        """Close every connection not through its handshake (the server stops)."""
+        loop = asyncio.get_running_loop()
+        for fd in list(self._pending):
+            self._drop(loop, fd)
+        for task in self._opening:
+            task.cancel()
+        for transport in list(self._handshaking.values()):
+            transport.abort()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
 
-    def buffer_updated(self, nbytes: int) -> None:
-        self._received += self._buffer[:nbytes]
-        if len(self._received) < RECORD_HEADER:
+    def _readable(self, fd: int) -> None:
+        pending = self._pending.get(fd)
+        if pending is None:
             return
-        length = _handshake_record_length(self._received)
-        if length is None or len(self._received) >= RECORD_HEADER + length:
-            self._hand_over()
-
-    def eof_received(self) -> bool:
-        return False  # the client gave up before its ClientHello: the transport closes
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        # Only before the hand-over: the transport's protocol is the TLS one after it.
-        self._finish(False)
-
-    def abort(self) -> None:
-        """Close the connection at once (the server is stopping), handed over or not."""
-        if self._transport is not None:
-            self._transport.abort()
-
-    def _finish(self, opened: bool) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._transport = None
-        over, self._over = self._over, None
-        if over is not None:
-            over(self, opened)
-
-    def _hand_over(self) -> None:
-        """Make the TLS state, give it the connection, and feed it what was received."""
-        transport = self._transport
-        assert transport is not None
-        if self._timer is not None:  # the TLS protocol has the rest of the time from here
-            self._timer.cancel()
-            self._timer = None
         loop = asyncio.get_running_loop()
-        received, self._received = self._received, bytearray()
+        try:
+            size = pending.sock.recv_into(self._buffer)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            size = 0  # reset: gone like an end of file
+        if not size:  # the client gave up before its ClientHello
+            self._drop(loop, fd)
+            return
+        pending.received += self._buffer[:size]
+        if len(pending.received) < RECORD_HEADER:
+            return
+        length = _handshake_record_length(pending.received)
+        if length is None or len(pending.received) >= RECORD_HEADER + length:
+            self._hand_over(loop, fd, pending)
+
+    def _drop(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        pending = self._pending.pop(fd)
+        loop.remove_reader(fd)
+        pending.sock.close()
+        self._closed()
+
+    def _expire(self) -> None:
+        """Close the clients whose time ran out; sweep again while any wait."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for fd, pending in list(self._pending.items()):
+            if pending.deadline <= now:
+                self._drop(loop, fd)
+        self._sweep = loop.call_later(self._sweep_every, self._expire) if self._pending else None
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop, fd: int, pending: _Pending) -> None:
+        del self._pending[fd]
+        loop.remove_reader(fd)
+        remaining = max(pending.deadline - loop.time(), 0.001)
+        task = loop.create_task(self._open(pending.sock, bytes(pending.received), remaining))
+        self._opening.add(task)
+        task.add_done_callback(self._opening.discard)
+
+    async def _open(self, sock: socket.socket, hello: bytes, remaining: float) -> None:
+        """The connection's transport, with TLS fed the hello first (in ``connection_made``,
+        before the transport reads anything after it)."""
+        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
-        waiter.add_done_callback(self._handshake_done)
-        remaining = max(self._timeout - (loop.time() - self._opened), 0.001)
         tls = RecordSizedSSLProtocol(
             loop,
             self._app(),
@@ -208,22 +258,31 @@ class FirstRecord(asyncio.BufferedProtocol):
             waiter,
             handshake_timeout=remaining,
             read_buffer=self._buffer,
+            first_bytes=hello,
         )
-        transport.set_protocol(tls)
-        tls.connection_made(transport)
-        view = memoryview(received)
-        while view and not transport.is_closing():
-            buffer = tls.get_buffer(len(view))
-            size = min(len(buffer), len(view))
-            buffer[:size] = view[:size]
-            tls.buffer_updated(size)
-            view = view[size:]
+        try:
+            transport, _ = await loop.connect_accepted_socket(lambda: tls, sock)
+        except OSError as error:
+            sock.close()
+            log.debug("connection not opened", error=type(error).__name__)
+            self._closed()
+            return
+        except asyncio.CancelledError:
+            sock.close()
+            raise
+        if waiter.done():  # over already (refused, or closed, while being set up)
+            self._handshake_done(tls, waiter)
+            return
+        assert isinstance(transport, asyncio.Transport)
+        self._handshaking[tls] = transport
+        waiter.add_done_callback(lambda waiter: self._handshake_done(tls, waiter))
 
-    def _handshake_done(self, waiter: asyncio.Future[None]) -> None:
+    def _handshake_done(self, tls: RecordSizedSSLProtocol, waiter: asyncio.Future[None]) -> None:
         """The handshake's end, either way. A failed or slow one is that client's problem: a
         debug line, never a traceback (and the waiter's exception is retrieved, so asyncio
         does not log it either)."""
+        self._handshaking.pop(tls, None)
         error = None if waiter.cancelled() else waiter.exception()
-        if error is not None:
+        if error is not None or waiter.cancelled():
             log.debug("connection not opened", error=type(error).__name__)
-        self._finish(error is None and not waiter.cancelled())
+            self._closed()
