@@ -295,3 +295,31 @@ def test_reviews_carry_a_json_patch_and_controller_runtime_denials() -> None:
     error = mutate_pod(review(pod(1)), lookups(pod(0, node="bare")), REJECT)["response"]
     assert error["allowed"] is False
     assert error["status"]["message"] == "node does not have topology label: rack"
+
+
+def test_a_stopping_server_no_longer_gates_followers() -> None:
+    """At shutdown (`WebhookServer.stop_gating`) a follower of our own Job whose leader is not
+    bound is refused, as upstream refuses it, instead of gated: the successor may be upstream's
+    controller, which would never release the gate."""
+    import ssl
+
+    from jobset_controller.api import FeatureGates
+    from jobset_controller.webhook.server import WebhookServer
+
+    server = WebhookServer(
+        lookup_claim=None,
+        features=FeatureGates.from_mapping({}),
+        ssl_context=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER),
+        port=0,
+        pod_lookups=lookups(pod(0)),
+        follower_mode=GATE,
+    )
+    assert server._follower_mode is GATE
+    server.stop_gating()
+    assert server._follower_mode is REJECT
+    decision = decide_mutation(pod(1), "ns", lookups(pod(0)), server._follower_mode)
+    assert decision.pod is not None
+    assert "schedulingGates" not in decision.pod["spec"]
+    assert (
+        decide_validation(decision.pod, "ns", lookups(pod(0)), REJECT) == FOLLOWER_SELECTOR_NOT_SET
+    )

@@ -1,0 +1,59 @@
+"""Which pods the placement cache keeps (issue 23): decided by the pod's annotations as upstream
+decides, so the pods of Jobs upstream created are there for the leader lookups and repairs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobset_controller.api.placement import (
+    LEADER_FOLLOWER,
+    PLACEMENT_GATE,
+    PLACEMENT_LABEL,
+    exclusive_terms,
+    with_terms,
+)
+from jobset_controller.controller.pods import POD_SELECTOR, keep_pod, trim_pod
+
+
+def pod(*, ours: bool, exclusive: bool = True, strategy: bool = False) -> dict[str, Any]:
+    labels = {"jobset.sigs.k8s.io/jobset-name": "js", "jobset.sigs.k8s.io/job-key": "k"}
+    if ours:
+        labels[PLACEMENT_LABEL] = LEADER_FOLLOWER
+    annotations = {
+        "jobset.sigs.k8s.io/jobset-name": "js",
+        "batch.kubernetes.io/job-completion-index": "1",
+    }
+    if exclusive:
+        annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] = "rack"
+    if strategy:
+        annotations["alpha.jobset.sigs.k8s.io/node-selector"] = "true"
+    return {
+        "metadata": {"name": "js-w-0-1-x", "namespace": "ns", "uid": "u", "labels": labels,
+                     "annotations": annotations,
+                     "ownerReferences": [{"uid": "job", "controller": True}]},
+        "spec": {"containers": [{"name": "c"}], "schedulingGates": [{"name": PLACEMENT_GATE}]},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+
+
+def test_the_watch_selects_jobset_pods_like_the_webhooks_object_selector() -> None:
+    assert POD_SELECTOR == "jobset.sigs.k8s.io/jobset-name"
+
+
+def test_pods_of_our_jobs_and_of_upstreams_are_kept_trimmed() -> None:
+    for candidate in (pod(ours=True), pod(ours=False)):
+        trimmed = trim_pod(candidate)
+        assert keep_pod(trimmed)
+        assert "containers" not in trimmed["spec"]
+        assert trimmed["spec"]["schedulingGates"] == [{"name": PLACEMENT_GATE}]
+        assert trimmed["metadata"]["ownerReferences"] == [{"uid": "job", "controller": True}]
+
+
+def test_other_jobset_pods_are_dropped_on_arrival() -> None:
+    fallback = pod(ours=False)
+    fallback["spec"]["affinity"] = with_terms(None, exclusive_terms("k", "rack", None))
+    for candidate in (pod(ours=False, exclusive=False), pod(ours=False, strategy=True), fallback):
+        trimmed = trim_pod(candidate)
+        assert not keep_pod(trimmed)
+        assert set(trimmed) == {"metadata"}
+        assert set(trimmed["metadata"]) <= {"name", "namespace", "uid", "resourceVersion"}
