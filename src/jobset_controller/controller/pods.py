@@ -2,8 +2,10 @@
 
 See docs/behaviour.md#exclusive-placement. What it caches, and why so little:
 
-- Pods: JobSet pods only (the server-side label selector `jobset.sigs.k8s.io/jobset-name`, the
-  pod webhooks' objectSelector), and of those only the ones placed by leader and followers
+- Pods: JobSet pods only (the server-side label selector `jobset.sigs.k8s.io/job-key`, which
+  every pod of a JobSet's Job carries, also one made by hand out of the webhooks' sight without
+  the jobset-name label; upstream's pod controller finds a Job's pods by it too), and of those
+  only the ones placed by leader and followers
   (`placed_by_leader`: the exclusive-topology annotation, as upstream decides, so the pods of
   Jobs upstream created before an upgrade are placed and repaired too; a Job's pods cannot be
   told apart by label, so the watch carries every JobSet pod and the others are dropped on
@@ -77,7 +79,7 @@ log = structlog.get_logger("pod-controller")
 JOB_UID = "job-uid"
 LEADER_NAME = "leader-name"
 ON_NODE = "node"
-POD_SELECTOR = JOBSET_NAME_KEY
+POD_SELECTOR = JOB_KEY
 _STRATEGIC = "application/strategic-merge-patch+json"
 _KEPT_LABELS = (JOBSET_NAME_KEY, REPLICATED_JOB_NAME_KEY, JOB_INDEX_KEY, JOB_KEY, PLACEMENT_LABEL)
 _KEPT_ANNOTATIONS = (

@@ -36,8 +36,10 @@ def pod(*, ours: bool, exclusive: bool = True, strategy: bool = False) -> dict[s
     }  # fmt: skip
 
 
-def test_the_watch_selects_jobset_pods_like_the_webhooks_object_selector() -> None:
-    assert POD_SELECTOR == "jobset.sigs.k8s.io/jobset-name"
+def test_the_watch_selects_every_pod_of_a_jobsets_job() -> None:
+    """By the job-key label: also a follower made by hand without the jobset-name label (out of
+    the webhooks' sight), which must still be evicted when misplaced."""
+    assert POD_SELECTOR == "jobset.sigs.k8s.io/job-key"
 
 
 def test_pods_of_our_jobs_and_of_upstreams_are_kept_trimmed() -> None:
