@@ -32,6 +32,10 @@ Objects are deleted between trees, so each starts from the same cluster. The con
 a venv holding only the runtime dependencies, as the image does (runtime_venv.py; built once and
 cached); `--dev-venv` runs it in the development venv instead.
 
+`--upstream` adds upstream's controller v0.12.0 (hack/upstream-jobset.sh) as the first subject,
+labelled `upstream`, run from outside the same way (upstreamlib.py says what differs): the
+side-by-side table of the README, with `last/first` = ours / upstream.
+
 Run: .venv/bin/python hack/bench/cpu_bench.py --src before=/tmp/before/src --src after=src
      [--rounds 1] [--idle 60] [--starts 3] [--scenarios start big many complete idle]
 """
@@ -59,6 +63,7 @@ from benchlib import (
     worst_lag,
 )
 from runtime_venv import runtime_python
+from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.cli import build_parser
@@ -68,15 +73,22 @@ from jobset_controller.runtime.clock import RealClock
 from jobset_controller.runtime.ratelimit import client_throttle
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.upstream import ensure_upstream
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 SCENARIOS = ("start", "big", "many", "complete", "idle")
+UPSTREAM = "upstream"  # the label of upstream's controller (`--upstream`)
 
 
 def jobset(name: str, replicas: int) -> dict[str, Any]:
+    """Posted already defaulted (the spec the mutating webhook would write): the bench registers
+    no webhooks, and upstream's reconciler dereferences defaults it expects the webhook to have
+    set (a nil-pointer panic on every undefaulted JobSet)."""
     workers = replicated_job("workers", replicas, backoff_limit=0)
-    return jobset_manifest(name, replicated_jobs=[workers])
+    manifest = jobset_manifest(name, replicated_jobs=[workers])
+    manifest["spec"] = default_jobset(JobSet.model_validate(manifest)).to_dict()["spec"]
+    return manifest
 
 
 def raw_job_bodies(namespace: str, count: int) -> list[bytes]:
@@ -155,6 +167,20 @@ def completed(js: dict[str, Any]) -> bool:
     return (js.get("status") or {}).get("terminalState") == "Completed"
 
 
+def make_controller(
+    label: str, src: Path, plane: ControlPlane, workdir: Path, args: argparse.Namespace
+) -> Controller:
+    """Ours from a source tree, or upstream's binary for the tree `--upstream` adds."""
+    flags = args.extra_args.get(label, [])
+    if label == UPSTREAM:
+        return UpstreamController(
+            label, src, plane, workdir, extra_args=flags, token=args.scraper_token
+        )
+    return Controller(
+        label, src, plane, workdir, profile=args.profile, python=args.python, extra_args=flags
+    )
+
+
 async def run_tree(
     plane: ControlPlane,
     raw: RawClient,
@@ -171,7 +197,7 @@ async def run_tree(
     if "start" in scenarios:
         starts, rss, cpu, after = [], [], [], []
         for _ in range(args.starts):
-            probe = Controller(label, src, plane, workdir, python=args.python, extra_args=flags)
+            probe = make_controller(label, src, plane, workdir, args)
             starts.append(await probe.start())
             cpu.append(probe.cpu())
             rss.append(probe.rss())
@@ -183,9 +209,7 @@ async def run_tree(
         out["start_rss_mib"] = min(rss) / 2**20
         out["start_after_cpu_s"] = statistics.median(after)
 
-    controller = Controller(
-        label, src, plane, workdir, profile=args.profile, python=args.python, extra_args=flags
-    )
+    controller = make_controller(label, src, plane, workdir, args)
     await controller.start()
     namespaces: list[str] = []
 
@@ -255,6 +279,8 @@ async def run_tree(
             await jobs.stop()
             out["many_cpu_s"] = cpu1 - cpu0
             out["many_writes"] = writes(req0, req1)
+            out["many_rss_mib"] = controller.rss() / 2**20
+            out["many_cached_jobs"] = sum([4 * args.many, args.big if "big" in scenarios else 0])
 
         if "complete" in scenarios:
             ns = await namespace("done")
@@ -332,7 +358,13 @@ async def run_tree(
             cpu1, req1 = controller.cpu(), await controller.requests()
             out["idle_cpu_per_min_s"] = (cpu1 - cpu0) * 60 / args.idle
             out["idle_writes"] = writes(req0, req1)
-            out["idle_lag_le_s"] = worst_lag(lag0, await controller.lag_buckets())
+            lag1 = await controller.lag_buckets()
+            if lag1:  # upstream has no loop-lag histogram
+                out["idle_lag_le_s"] = worst_lag(lag0, lag1)
+            out["idle_cached_jobsets"] = sum(
+                [1 if "big" in scenarios else 0, args.many if "many" in scenarios else 0,
+                 args.many if "complete" in scenarios else 0]
+            )  # fmt: skip
         out["rss_mib"] = controller.rss() / 2**20
         out["log_lines"] = controller.log_lines()
     finally:
@@ -371,12 +403,15 @@ FIGURES = (
     ("many_s", "{many}x4: all Jobs exist (s)"),
     ("many_cpu_s", "{many}x4: controller CPU (s)"),
     ("many_writes", "{many}x4: writes"),
+    ("many_cached_jobs", "{many}x4: Jobs in the cache after it"),
+    ("many_rss_mib", "{many}x4: RSS with those Jobs cached (MiB)"),
     ("complete_s", "{many} completions: all Completed (s)"),
     ("complete_cpu_s", "{many} completions: controller CPU (s)"),
     ("complete_status_writes", "{many} completions: status writes"),
     ("complete_conflicts", "{many} completions: 409 answers"),
     ("complete_jobset_writes_seen", "{many} completions: JobSet changes seen"),
     ("complete_noop_writes", "{many} completions: writes not changing status"),
+    ("idle_cached_jobsets", "idle: JobSets cached"),
     ("idle_cpu_per_min_s", "idle: CPU per minute (s)"),
     ("idle_writes", "idle: writes"),
     ("idle_lag_le_s", "idle: worst loop lag <= (s)"),
@@ -390,6 +425,7 @@ async def main_async(args: argparse.Namespace) -> None:
     results: dict[str, list[dict[str, float]]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="cpu-bench-") as tmp, ControlPlane() as plane:
         raw = RawClient(plane)
+        args.scraper_token = scraper_token(plane, Path(tmp)) if args.upstream else ""
         try:
             for round_ in range(args.rounds):
                 order = trees if round_ % 2 == 0 else list(reversed(trees))
@@ -429,6 +465,12 @@ def main() -> None:
         "lifting the client-side rate limit: 'fast=--kube-api-qps=100000 --kube-api-burst=100000'"
         " (one path may be given twice under two labels)",
     )
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="measure upstream's controller v0.12.0 (hack/upstream-jobset.sh) first, labelled "
+        "'upstream', beside the --src trees: the side-by-side figures",
+    )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--starts", type=int, default=3)
@@ -446,6 +488,8 @@ def main() -> None:
     args.python = None if args.dev_venv else runtime_python()
     args.extra_args = {}
     labels = {label for label, _ in parse_src(args.src)} if args.src else {"current"}
+    if args.upstream:
+        labels.add(UPSTREAM)
     for label, _, value in (a.partition("=") for a in args.controller_args):
         if label not in labels or label in args.extra_args:
             parser.error(f"--controller-args {label}=...: no --src {label}, or given twice")
@@ -453,6 +497,8 @@ def main() -> None:
         rate_limit_floor(args.big, args.extra_args[label])  # refuses what it cannot read, now
     if not args.src:
         args.src = [f"current={Path(__file__).resolve().parents[2] / 'src'}"]
+    if args.upstream:
+        args.src.insert(0, f"{UPSTREAM}={ensure_upstream()}")
     asyncio.run(main_async(args))
 
 
