@@ -51,8 +51,10 @@ Our additions, where upstream has a reconcile error or no behaviour
   ``ValidationFailed``, a message listing the errors (field path and reason, within the
   32768-byte limit), ``terminalState: Failed`` and a Warning event ``ValidationFailed`` with the
   same text after the status write.
-* ``failurePolicy.restartStrategy: InPlaceRestart`` is out of scope: the JobSet fails the same way
-  with reason ``InPlaceRestartNotSupported``.
+* ``failurePolicy.restartStrategy: InPlaceRestart`` with the InPlaceRestart gate off fails the
+  same way with reason ``InPlaceRestartNotSupported``; with the gate on it runs
+  (``in_place_restart``), and where upstream's in-place pass returns an error (a bad attempt
+  annotation, completions != parallelism) a Warning event is emitted at once instead.
 * An unreadable child Job (a missing or non-integer ``restart-attempt`` label; with the RestartJob
   gate also ``replicatedjob-name``, ``job-index``, ``job-restart-attempt``, an index out of range;
   no name or uid) stops the pass: a Warning event ``InvalidChildJob`` naming the Job and the
@@ -70,7 +72,7 @@ them and gets no affinity (``placement``, ``desired_jobs``); the webhooks (webho
 the pod controller (controller/pods.py, deciding with ``pod_placement``) place its pods. When they
 are not known to be active, the Job carries the affinity terms in its template instead.
 
-Deliberately not handled: in-place restart (see above), KEP-1150 mutable resources and KEP-1282
+Deliberately not handled: KEP-1150 mutable resources and KEP-1282
 execution attempts (not implemented upstream either).
 """
 

@@ -90,11 +90,15 @@ PVC_CREATION_FAILED_EVENT: Final = "PVCCreationFailed"
 # Condition Failed=True (and its Warning event) for a JobSet that bypassed admission.
 VALIDATION_FAILED_REASON: Final = "ValidationFailed"
 VALIDATION_FAILED_MESSAGE: Final = "jobset is invalid"
-# Condition Failed=True for failurePolicy.restartStrategy InPlaceRestart (out of scope).
+# Condition Failed=True for failurePolicy.restartStrategy InPlaceRestart with the gate off.
 IN_PLACE_RESTART_NOT_SUPPORTED_REASON: Final = "InPlaceRestartNotSupported"
 IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE: Final = (
-    "the InPlaceRestart restart strategy is not supported by this controller"
+    "the InPlaceRestart restart strategy needs the InPlaceRestart feature gate"
 )
+# Warning events (at once) of the in-place pass where upstream returns a reconcile error
+# (reconcile.in_place_restart); the pod's or the JobSet's next change wakes the JobSet again.
+INVALID_IN_PLACE_RESTART_ATTEMPT_EVENT: Final = "InvalidInPlaceRestartAttempt"
+IN_PLACE_RESTART_MISCONFIGURED_EVENT: Final = "InPlaceRestartMisconfigured"
 # Warning event (at once) when the API server refuses a resume that carries container resources
 # (MutablePodResourcesForSuspendedJobSets): KEP-1150's wording. The usual cause is a cluster
 # without Kubernetes' MutablePodResourcesForSuspendedJobs gate (KEP-5440; beta, on, in 1.36).
@@ -142,6 +146,22 @@ def with_first_failed_job(message: str, job_name: str) -> str:
 def job_creation_failed_message(job_name: str, error: str) -> str:
     """One line of the JobCreationFailed event note; the executor joins one line per Job."""
     return f'job "{job_name}" creation failed with error: {error}'
+
+
+def invalid_in_place_attempt_message(pod_name: str) -> str:
+    """The InvalidInPlaceRestartAttempt note: upstream's error text, with the pod named."""
+    return (
+        f"pod {pod_name}: invalid value for annotation jobset.sigs.k8s.io/in-place-restart-attempt"
+        ", must be non-negative integer"
+    )
+
+
+def in_place_misconfigured_message(rjob_name: str) -> str:
+    """The InPlaceRestartMisconfigured note: upstream's error text."""
+    return (
+        f"{rjob_name}: in-place restart requires jobTemplate.spec.completions == "
+        "jobTemplate.spec.parallelism != nil"
+    )
 
 
 def invalid_jobset_message(problem: str) -> str:

@@ -10,8 +10,10 @@ created: turning a gate off later must not fail running JobSets (a gated failure
 fires with its gate off gets a Warning event ``FeatureGateDisabled`` and no status write instead,
 see ``failure_policy.Blocked``). The existing-PVC checks need the cluster and are skipped.
 
-``failurePolicy.restartStrategy: InPlaceRestart`` (gate InPlaceRestart, needing a per-pod agent)
-is out of this controller's scope: such a JobSet fails with ``InPlaceRestartNotSupported``.
+``failurePolicy.restartStrategy: InPlaceRestart`` with the InPlaceRestart gate off (admission
+refuses it then; it can only come from a JobSet that bypassed admission or was created while the
+gate was on) fails with ``InPlaceRestartNotSupported``. With the gate on it runs
+(``in_place_restart``).
 """
 
 import dataclasses
@@ -51,7 +53,8 @@ def find_rejection(js: JobSet, features: FeatureGates, *, realised: bool) -> Rej
     coordinator) must never fail a running JobSet.
     """
     policy = js.spec.failure_policy
-    if policy is not None and policy.restart_strategy == RestartStrategy.IN_PLACE_RESTART:
+    in_place = policy is not None and policy.restart_strategy == RestartStrategy.IN_PLACE_RESTART
+    if in_place and not features.in_place_restart:
         return Rejection(
             IN_PLACE_RESTART_NOT_SUPPORTED_REASON, IN_PLACE_RESTART_NOT_SUPPORTED_MESSAGE
         )

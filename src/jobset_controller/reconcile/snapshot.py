@@ -45,6 +45,9 @@ class Snapshot:
         defer_children: The Configuration's ``deferredChildren.enable``: a suspended JobSet that
             never ran gets no Jobs and no Service until its first resume
             (``reconcile.deferred``).
+        pods: InPlaceRestart gate: the JobSet's pods (label ``jobset.sigs.k8s.io/jobset-name``),
+            trimmed to what ``in_place_restart`` reads: name, phase, the in-place attempt
+            annotation, the containers' ``restartCount``. Empty without the gate.
     """
 
     jobset: JobSet
@@ -55,6 +58,7 @@ class Snapshot:
     existing_pvcs: frozenset[str] | None = None
     pod_webhooks: bool = False
     defer_children: bool = False
+    pods: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

@@ -5,14 +5,16 @@
     3. default in memory; sort the child Jobs (an unreadable one -> Warning event only)
     4. count the current attempt's Jobs into the status draft
     5. finished (Completed/Failed)   -> delete active Jobs, apply the TTL; stop
-    6. rejected (invalid JobSet, InPlaceRestart, no replicatedJobs) -> Failed; stop
+    6. rejected (invalid JobSet, InPlaceRestart with its gate off, no replicatedJobs) -> Failed
     7. delete the previous attempt's Jobs; count the execution attempt (its gate)
     8. all Jobs ready                -> RestartingJobSet=False (JobsReady)
     9. any failed Job                -> failure policy; stop
    10. enough succeeded Jobs         -> Completed; stop
    11. headless Service; 12. PVCs; 13. elastic sizes; 14. missing Jobs; 15. suspend or resume
        (deferredChildren: a suspended JobSet that never ran gets only 12 and its status)
-   16. the status, when it changed, with its events
+   16. InPlaceRestart strategy with its gate: the in-place barrier's status fields
+       (``in_place_restart``), or Failed ReachedMaxRestarts
+   17. the status, when it changed, with its events
 
 Failure wins over success within a pass: a pass that sees a failed Job never completes the
 JobSet. The steps after 10 all contribute to one Plan; when two of them patch the same Job
@@ -40,6 +42,11 @@ from jobset_controller.reconcile.draft import StatusDraft
 from jobset_controller.reconcile.elastic import elastic_patches
 from jobset_controller.reconcile.execution_attempts import count_resume, start_counting
 from jobset_controller.reconcile.failure_policy import Blocked, execute_failure_policy
+from jobset_controller.reconcile.in_place_restart import (
+    InPlaceOutcome,
+    reconcile_in_place_restart,
+    uses_in_place_restart,
+)
 from jobset_controller.reconcile.job_creation import plan_job_creation
 from jobset_controller.reconcile.jobs import Job, is_being_deleted, name_of, resource_version_of
 from jobset_controller.reconcile.jobs import uid_of as job_uid
@@ -203,9 +210,14 @@ def _run(
     else:
         suspension = plan_resume(view, creation.draft)
     cut = deletes_cut or creation.truncated
+    in_place = InPlaceOutcome(suspension.draft)
+    if snapshot.features.in_place_restart and uses_in_place_restart(js):
+        in_place = reconcile_in_place_restart(js, snapshot.pods, suspension.draft)
     return _plan(
         snapshot,
-        suspension.draft,
+        in_place.draft,
+        status_fields=in_place.status_fields,
+        extra_events=() if in_place.event is None else (in_place.event,),
         jobs_to_create=creation.jobs,
         jobs_to_delete=deletes,
         jobs_to_patch=_merged_patches(view.children.active, elastic, suspension.patches),
@@ -292,10 +304,14 @@ def _plan(
     pvcs_to_create: tuple[Mapping[str, Any], ...] = (),
     requeue_after: float | None = None,
     delete_jobset: bool = False,
+    status_fields: Mapping[str, Any] | None = None,
+    extra_events: tuple[Event, ...] = (),
 ) -> Plan:
-    """Step 16: the Plan, with the status only when it changed (and then its events)."""
+    """Step 17: the Plan, with the status only when it changed (and then its events);
+    ``status_fields`` are set over the rendered status, ``extra_events`` are emitted at once."""
     old = snapshot.jobset.to_dict().get("status") or {}
     new = render_status(old, draft, job_restarts_gate=snapshot.features.restart_job)
+    new.update(status_fields or {})
     changed = not same_status(old, new)
     old_conditions = tuple(old.get("conditions") or ())
     return Plan(
@@ -308,7 +324,7 @@ def _plan(
         status_resource_version=snapshot.jobset.metadata.resource_version if changed else None,
         # Events are queued only by changes, so they never come without a status write; Plan
         # rejects that combination, which would be a bug here.
-        events=draft.events,
+        events=(*draft.events, *extra_events),
         requeue_after=requeue_after,
         delete_jobset=delete_jobset,
         completed=changed and _became(ConditionType.COMPLETED, old_conditions, draft),
