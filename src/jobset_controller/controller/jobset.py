@@ -14,6 +14,12 @@ names of the PVCs in its namespace, the feature gates, the time, the exclusive-p
 and hands the Plan to the executor. A JobSet that cannot even be parsed gets a Warning event and
 is not retried (retrying cannot fix it; its next change enqueues it again).
 
+With the InPlaceRestart gate, the pod cache of exclusive placement (`pods.py`, which then also
+keeps every JobSet pod trimmed for the in-place pass) is an input too: a pass of a JobSet using the
+InPlaceRestart strategy reads its pods by the `<namespace>/<jobset name>` index
+(`Snapshot.pods`), and a change of what that pass reads of a pod wakes the JobSet
+(`pod_changed`); pods of JobSets with another strategy wake nothing.
+
 The exclusive-placement mode is an input like the others (`Snapshot.pod_webhooks`, read without
 I/O), but it must not be stale when Jobs are built from it (`placement_mode`): when a plan creates
 Jobs whose placement depends on it (affinity-strategy exclusive Jobs) and the mode is older than
@@ -39,6 +45,7 @@ from jobset_controller.controller.executor import Executor
 from jobset_controller.controller.expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
+from jobset_controller.controller.pods import JOBSET_PODS
 from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
@@ -64,6 +71,11 @@ def _pod_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
     return (template.get("metadata") or {}).get("annotations") or {}
 
 
+def _uses_in_place_restart(raw: Mapping[str, Any]) -> bool:
+    policy = (raw.get("spec") or {}).get("failurePolicy") or {}
+    return bool(policy.get("restartStrategy") == "InPlaceRestart")
+
+
 def creates_mode_dependent_jobs(plan: Plan) -> bool:
     """The plan creates a Job whose placement the mode decides (the affinity strategy of
     exclusive placement: leader/follower or affinity in the template)."""
@@ -86,11 +98,15 @@ class JobSetController:
         rng: RandomSource = random,
         placement_mode: PlacementMode | None = None,
         defer_children: bool = False,
+        pods: Informer | None = None,
     ) -> None:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
         affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
-        `deferredChildren.enable` (`Snapshot.defer_children`)."""
+        `deferredChildren.enable` (`Snapshot.defer_children`). `pods`: the pod cache indexed
+        by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only."""
         self._placement_mode = placement_mode
+        self._pods = pods
+        self._enqueue = enqueue
         self._defer_children = defer_children
         self.expectations = CreateExpectations(
             lambda namespace, name: f"{namespace}/{name}" in self.jobs.store, enqueue, clock=clock
@@ -134,7 +150,22 @@ class JobSetController:
             existing_pvcs=frozenset(c["metadata"]["name"] for c in claims),
             pod_webhooks=self._pod_webhooks(),
             defer_children=self._defer_children,
+            pods=self._pods_of(raw),
         )
+
+    def _pods_of(self, raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+        if self._pods is None or not _uses_in_place_restart(raw):
+            return ()
+        metadata = raw["metadata"]
+        key = f"{metadata['namespace']}/{metadata['name']}"
+        return tuple(self._pods.store.by_index(JOBSET_PODS, key))
+
+    def pod_changed(self, key: str) -> None:
+        """A pod of the JobSet `key` changed what the in-place pass reads: wake the JobSet if
+        it uses the InPlaceRestart strategy (others never read their pods)."""
+        raw = self.jobsets.store.get(key)
+        if raw is not None and _uses_in_place_restart(raw):
+            self._enqueue(key)
 
     def _pod_webhooks(self) -> bool:
         return self._placement_mode is not None and self._placement_mode.pod_webhooks()

@@ -16,6 +16,13 @@ See docs/behaviour.md#exclusive-placement. What it caches, and why so little:
   status details) is dropped on arrival.
 - Nodes: name and labels (`trim_node`); a node's domain is all anyone reads.
 
+With the InPlaceRestart gate on, the same watch also keeps every pod that carries the jobset-name
+label, trimmed to what the JobSet controller's in-place pass reads (`trim_in_place`: name, uid,
+resourceVersion, the jobset-name label, the in-place attempt annotation, the phase and the
+largest container `restartCount`), indexed by `<namespace>/<jobset name>` (`JOBSET_PODS`); each
+change of those facts is handed to `on_jobset_pod` (the JobSet controller, which wakes the JobSet
+if it uses the strategy). A pod placed by leader and followers keeps both sets of fields.
+
 The key of the work queue is `<namespace>/<Job uid>`: every change of one of the Job's pods wakes
 it, and so does a change of the labels of a node a leader is bound to. The pass reads the Job's
 pods from the cache, asks the pure `plan_pods`, and carries the plan out: release patches
@@ -39,6 +46,7 @@ import structlog
 
 from jobset_controller.api import (
     EXCLUSIVE_KEY,
+    IN_PLACE_RESTART_ATTEMPT_KEY,
     JOB_INDEX_KEY,
     JOB_KEY,
     JOBSET_NAME_KEY,
@@ -77,6 +85,7 @@ from jobset_controller.runtime.workers import Result, split_key
 log = structlog.get_logger("pod-controller")
 
 JOB_UID = "job-uid"
+JOBSET_PODS = "jobset-pods"
 LEADER_NAME = "leader-name"
 ON_NODE = "node"
 POD_SELECTOR = JOB_KEY
@@ -129,8 +138,68 @@ def trim_pod(pod: Obj) -> Obj:
 
 
 def keep_pod(pod: Obj) -> bool:
-    """A trimmed pod is cached only if it is placed by leader and followers (`trim_pod`)."""
-    return EXCLUSIVE_KEY in ((pod.get("metadata") or {}).get("annotations") or {})
+    """A trimmed pod is cached only if it is placed by leader and followers (`trim_pod`), or,
+    with the InPlaceRestart gate, a JobSet pod (`trim_in_place` keeps its jobset-name label)."""
+    meta = pod.get("metadata") or {}
+    return EXCLUSIVE_KEY in (meta.get("annotations") or {}) or JOBSET_NAME_KEY in (
+        meta.get("labels") or {}
+    )
+
+
+def _max_restart_count(status: Mapping[str, Any]) -> int:
+    counts = [
+        container.get("restartCount") or 0
+        for key in ("initContainerStatuses", "containerStatuses")
+        for container in status.get(key) or ()
+    ]
+    return max((c for c in counts if isinstance(c, int)), default=0)
+
+
+def trim_in_place(pod: Obj) -> Obj:
+    """`trim_pod`, plus what the in-place pass reads of every JobSet pod (module docstring):
+    the attempt annotation, the phase and the largest restartCount (as one container status)."""
+    trimmed = trim_pod(pod)
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if JOBSET_NAME_KEY not in labels:
+        return trimmed
+    status = pod.get("status") or {}
+    out_meta = trimmed["metadata"]
+    out_meta.setdefault("labels", {})[JOBSET_NAME_KEY] = labels[JOBSET_NAME_KEY]
+    attempt = (meta.get("annotations") or {}).get(IN_PLACE_RESTART_ATTEMPT_KEY)
+    if attempt is not None:
+        out_meta.setdefault("annotations", {})[IN_PLACE_RESTART_ATTEMPT_KEY] = attempt
+    out_status = trimmed.setdefault("status", {})
+    if "phase" in status:
+        out_status["phase"] = status["phase"]
+    restarts = _max_restart_count(status)
+    if restarts:
+        out_status["containerStatuses"] = [{"restartCount": restarts}]
+    return trimmed
+
+
+def in_place_facts(pod: Obj) -> tuple[object, ...]:
+    """What the in-place pass reads of a trimmed pod: a change of it wakes the JobSet."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    return (
+        (meta.get("annotations") or {}).get(IN_PLACE_RESTART_ATTEMPT_KEY),
+        status.get("phase"),
+        _max_restart_count(status),
+    )
+
+
+def jobset_of(pod: Obj) -> str | None:
+    """`<namespace>/<jobset name>` of a JobSet pod (its label), else None."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(JOBSET_NAME_KEY)
+    namespace = meta.get("namespace")
+    return f"{namespace}/{name}" if name and namespace else None
+
+
+def _jobset_pods_index(pod: Obj) -> list[str]:
+    key = jobset_of(pod)
+    return [key] if key else []
 
 
 def trim_node(node: Obj) -> Obj:
@@ -171,27 +240,56 @@ class PodPlacementController:
         recorder: EventRecorder,
         clock: Clock | None = None,
         rng: RandomSource = random,
+        in_place_restart: bool = False,
     ) -> None:
+        """`in_place_restart`: the InPlaceRestart gate (module docstring)."""
         self._client = client
         self._recorder = recorder
         self._enqueue = enqueue
+        # Set by the manager to the JobSet controller's `pod_changed` (gate on only).
+        self.on_jobset_pod: Callable[[str], None] | None = None
 
         def wake(pod: Obj) -> None:
             for key in _job_uid_index(pod):
                 enqueue(key)
 
+        def wake_jobset(old: Obj | None, new: Obj | None) -> None:
+            notify = self.on_jobset_pod
+            if notify is None:
+                return
+            if old is not None and new is not None and in_place_facts(old) == in_place_facts(new):
+                return
+            key = jobset_of(new if new is not None else old or {})
+            if key is not None:
+                notify(key)
+
+        def on_add(pod: Obj) -> None:
+            wake(pod)
+            wake_jobset(None, pod)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            wake(new)
+            wake_jobset(old, new)
+
+        def on_delete(pod: Obj) -> None:
+            wake(pod)
+            wake_jobset(pod, None)
+
+        indexers = {
+            JOB_UID: _job_uid_index,
+            LEADER_NAME: _leader_name_index,
+            ON_NODE: _on_node_index,
+        }
+        if in_place_restart:
+            indexers[JOBSET_PODS] = _jobset_pods_index
         self.pods = Informer(
             client,
             PODS,
             label_selector=POD_SELECTOR,
-            transform=trim_pod,
+            transform=trim_in_place if in_place_restart else trim_pod,
             keep=keep_pod,
-            indexers={
-                JOB_UID: _job_uid_index,
-                LEADER_NAME: _leader_name_index,
-                ON_NODE: _on_node_index,
-            },
-            handlers=Handlers(on_add=wake, on_update=lambda old, new: wake(new), on_delete=wake),
+            indexers=indexers,
+            handlers=Handlers(on_add=on_add, on_update=on_update, on_delete=on_delete),
             clock=clock,
             rng=rng,
         )

@@ -69,7 +69,9 @@ def build(
         registry=registry,
         clock=clock,
     )
-    pods = controllers.pod_unit(wiring, workers=options.pod_workers)
+    pods = controllers.pod_unit(
+        wiring, workers=options.pod_workers, in_place_restart=features.in_place_restart
+    )
     jobsets = controllers.jobset_unit(
         wiring,
         workers=options.workers,
@@ -77,6 +79,7 @@ def build(
         placement_mode=placement_mode,
         registry=registry,
         defer_children=config.deferred_children.enable,
+        pods=pods.controller if features.in_place_restart else None,
     )
 
     for part in _metrics(options, review_client, registry=registry, clock=clock):

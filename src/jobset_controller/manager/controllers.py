@@ -159,10 +159,17 @@ class PodUnit:
     unit: ControllerUnit
 
 
-def pod_unit(wiring: Wiring, *, workers: int) -> PodUnit:
+def pod_unit(wiring: Wiring, *, workers: int, in_place_restart: bool = False) -> PodUnit:
+    """`in_place_restart`: the InPlaceRestart gate; the pod cache then also keeps every JobSet
+    pod, trimmed for the JobSet controller's in-place pass (`jobset_unit(pods=...)`)."""
     queue, recorder = _queue_and_recorder(POD, wiring)
     pods = PodPlacementController(
-        wiring.client, enqueue=queue.add, recorder=recorder, clock=wiring.clock, rng=wiring.rng
+        wiring.client,
+        enqueue=queue.add,
+        recorder=recorder,
+        clock=wiring.clock,
+        rng=wiring.rng,
+        in_place_restart=in_place_restart,
     )
     unit = ControllerUnit(
         POD,
@@ -190,12 +197,16 @@ def jobset_unit(
     placement_mode: PlacementMode,
     registry: CollectorRegistry,
     defer_children: bool = False,
+    pods: PodPlacementController | None = None,
 ) -> JobSetUnit:
+    """`pods`: with the InPlaceRestart gate, the pod controller whose cache the in-place pass
+    reads; its JobSet pods' changes then wake this unit's JobSets."""
     queue, recorder = _queue_and_recorder(JOBSET, wiring)
     controller = JobSetController(
         wiring.client,
         placement_mode=placement_mode,
         defer_children=defer_children,
+        pods=None if pods is None else pods.pods,
         enqueue=queue.add,
         executor=Executor(wiring.client, recorder, JobSetMetrics(registry)),
         recorder=recorder,
@@ -203,6 +214,8 @@ def jobset_unit(
         clock=wiring.clock,
         rng=wiring.rng,
     )
+    if pods is not None:
+        pods.on_jobset_pod = controller.pod_changed
     unit = ControllerUnit(
         JOBSET,
         controller.informers,
