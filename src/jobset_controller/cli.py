@@ -1,4 +1,4 @@
-"""`jobset-controller` command line: `run`, `validate`, `plan`, `status`, `version`.
+"""`jobset-controller` command line: `run`, `validate`, `plan`, `status`, `version`, `agent`.
 
 Exit codes: 0 success, 1 a checked failure (e.g. an invalid JobSet), 2 bad usage (flag or file).
 """
@@ -85,6 +85,8 @@ def build_parser(prog: str = "jobset-controller") -> argparse.ArgumentParser:
     add_status_parser(commands)
     add_release_followers_parser(commands)
     commands.add_parser("version", help="print the version")
+    # Dispatched by `main` before parsing (its own flags: `jobset-controller agent --help`).
+    commands.add_parser("agent", help="run the in-place restart agent of a JobSet pod (KEP-467)")
     return parser
 
 
@@ -341,6 +343,11 @@ def _parse_gates(text: str) -> FeatureGates:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "jobset-controller") -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["agent"]:
+        from jobset_controller import agent
+
+        return agent.main(argv[1:])
     args = build_parser(prog).parse_args(argv)
     if args.command == "version":
         print(__version__)
