@@ -1,0 +1,251 @@
+"""In-place restart on the full local cluster (issue 25): the Job controller, the scheduler and
+kwok nodes, our controller with the InPlaceRestart gate, and one agent per pod as a host process
+(what the kubelet would run; `HostKubelet` below also restarts an agent that exits with the
+restart code, as the kubelet's restart-all-containers rule restarts the pod's containers).
+
+The cluster is this module's own (pods stay Running for an hour): the session's controller runs
+without the gate. JOBSET_E2E_IN_PLACE_PODS sets the pod count (default 64; 256 fits in ~8 GiB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobset_controller.runtime.client import KubeClient
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
+
+pytestmark = pytest.mark.e2e
+
+AGENT = Path(sys.executable).parent / "in-place-restart-agent"
+ATTEMPT = "jobset.sigs.k8s.io/in-place-restart-attempt"
+RESTART_CODE = 42
+PODS = int(os.environ.get("JOBSET_E2E_IN_PLACE_PODS", "64"))
+PARALLELISM = 8
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[FullCluster]:
+    cluster = FullCluster(pod_run_duration=3600).start()
+    marker = str(cluster.workdir)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert processes_mentioning(marker) == []
+
+
+@pytest.fixture(scope="module")
+def gated_controller(cluster: FullCluster) -> Iterator[ControllerProcess]:
+    cert_dir = cluster.workdir / "webhook-certs"
+    cert_dir.mkdir(exist_ok=True)
+    pair = cluster.ca.issue(
+        "webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
+    )
+    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    config = write_configuration(
+        cluster.workdir / "in-place-config.yaml",
+        {
+            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+            "internalCertManagement": {"enable": False},
+            "featureGates": {"InPlaceRestart": True},
+        },
+    )
+    process = ControllerProcess(
+        kubeconfig=cluster.kubeconfig,
+        config=config,
+        log=cluster.workdir / "in-place-controller.log",
+        args=["--leader-elect=false"],
+    )
+    process.wait_ready(60, interval=0.2)
+    try:
+        yield process
+    finally:
+        assert process.stop(60) == 0, process.tail()
+
+
+@pytest.fixture
+def namespace(cluster: FullCluster) -> Iterator[str]:
+    name = cluster.create_namespace(f"inplace-{os.urandom(4).hex()}")
+    try:
+        yield name
+    finally:
+        cluster.delete_namespace(name)
+
+
+@pytest.fixture
+async def kube(cluster: FullCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+class HostKubelet:
+    """One agent process per Running pod of the JobSet; an agent that exits with the restart
+    code is started again for the same pod (its containers restarted in place)."""
+
+    def __init__(self, kube: KubeClient, namespace: str, kubeconfig: Path, tmp: Path) -> None:
+        self.kube, self.namespace, self.kubeconfig = kube, namespace, kubeconfig
+        self.namespace_file = tmp / "namespace"
+        self.namespace_file.write_text(namespace)
+        self.agents: dict[str, asyncio.subprocess.Process] = {}  # pod uid -> agent
+        self.names: dict[str, str] = {}  # pod uid -> name
+        self.restarts: dict[str, int] = {}  # pod uid -> in-place restarts
+        self.unexpected: list[str] = []
+        self.killed: set[str] = set()  # pods whose agent the test killed (a worker failure)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, name: str, uid: str) -> None:
+        environ = {
+            "PATH": os.environ["PATH"],
+            "JOBSET_NAME": "js",
+            "POD_NAME": name,
+            "STARTUP_PROBE_PORT": str(free_port()),
+            "IN_PLACE_RESTART_EXIT_CODE": str(RESTART_CODE),
+        }
+        self.agents[uid] = await asyncio.create_subprocess_exec(
+            str(AGENT),
+            "--kubeconfig", str(self.kubeconfig),
+            "--namespace-file", str(self.namespace_file),
+            env=environ,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        self.names[uid] = name
+
+    async def pods(self) -> list[dict[str, Any]]:
+        listed = await self.kube.get(
+            f"/api/v1/namespaces/{self.namespace}/pods",
+            labelSelector="jobset.sigs.k8s.io/jobset-name=js",
+        )
+        return list(listed["items"])
+
+    async def _loop(self) -> None:
+        while True:
+            running = {}
+            for pod in await self.pods():
+                meta = pod["metadata"]
+                if pod["status"].get("phase") == "Running" and not meta.get("deletionTimestamp"):
+                    running[meta["uid"]] = meta["name"]
+            for uid, name in running.items():
+                agent = self.agents.get(uid)
+                if agent is None:
+                    await self.start(name, uid)
+                elif agent.returncode is not None:
+                    if agent.returncode != RESTART_CODE and uid not in self.killed:
+                        self.unexpected.append(f"{name}: exit {agent.returncode}")
+                    self.restarts[uid] = self.restarts.get(uid, 0) + 1
+                    await self.start(name, uid)
+            for uid in set(self.agents) - set(running):
+                await self.kill(uid)
+                del self.agents[uid]
+            await asyncio.sleep(0.1)  # the poll interval of this stand-in kubelet
+
+    async def kill(self, uid: str) -> None:
+        self.killed.add(uid)
+        agent = self.agents[uid]
+        if agent.returncode is None:
+            agent.kill()
+        await agent.wait()
+
+    def run(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def close(self) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        for uid in list(self.agents):
+            await self.kill(uid)
+
+
+@pytest.fixture
+async def kubelet(
+    kube: KubeClient, namespace: str, cluster: FullCluster, tmp_path: Path
+) -> AsyncIterator[HostKubelet]:
+    host = HostKubelet(kube, namespace, cluster.kubeconfig, tmp_path)
+    host.run()
+    try:
+        yield host
+    finally:
+        await host.close()
+
+
+def manifest() -> dict[str, Any]:
+    job = {
+        "parallelism": PARALLELISM,
+        "completions": PARALLELISM,
+        "backoffLimit": 2**31 - 1,
+        "podReplacementPolicy": "Failed",
+        "template": {
+            "metadata": {"annotations": {"kwok.jobset.test/run-duration": "3600s"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "w"}]},
+        },
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 5, "restartStrategy": "InPlaceRestart"},
+            "replicatedJobs": [
+                {"name": "w", "replicas": PODS // PARALLELISM, "template": {"spec": job}}
+            ],
+        },
+    }
+
+
+async def status(kube: KubeClient, namespace: str) -> dict[str, Any]:
+    js = await kube.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/js")
+    return dict(js.get("status") or {})
+
+
+async def wait_current(kube: KubeClient, namespace: str, value: int, what: str) -> float:
+    async def reached() -> bool:
+        return (await status(kube, namespace)).get("currentInPlaceRestartAttempt") == value
+
+    return await eventually(reached, what, within=120, interval=0.1)
+
+
+async def test_in_place_restarts_keep_every_pod_and_a_deleted_pod_joins_the_barrier(
+    kube: KubeClient, namespace: str, gated_controller: ControllerProcess, kubelet: HostKubelet
+) -> None:
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    await kube.create(path, manifest())
+    await wait_current(kube, namespace, 0, f"all {PODS} pods at attempt 0 lift the barrier")
+    uids = {p["metadata"]["uid"] for p in await kubelet.pods()}
+    assert len(uids) == PODS
+
+    # A worker fails in one pod: the kubelet restarts all of its containers (its agent included).
+    victim = sorted(kubelet.agents)[0]
+    began = time.monotonic()
+    await kubelet.kill(victim)  # the loop starts it again: it joins attempt 1
+    await wait_current(kube, namespace, 1, "every pod restarts in place into attempt 1")
+    seconds = time.monotonic() - began
+    print(f"in-place restart of {PODS} pods on kwok: {seconds:.2f} s")
+    assert {p["metadata"]["uid"] for p in await kubelet.pods()} == uids  # no pod replaced
+    others = set(uids) - {victim}
+    assert all(kubelet.restarts.get(uid, 0) == 1 for uid in others)
+    current = await status(kube, namespace)
+    assert current.get("restarts", 0) == 0  # no Job recreated
+    assert current.get("previousInPlaceRestartAttempt") == 0
+
+    # A pod deleted by hand: the Job controller recreates it and its agent joins attempt 2.
+    doomed = kubelet.names[sorted(others)[0]]
+    await kube.delete(f"/api/v1/namespaces/{namespace}/pods/{doomed}")
+    await wait_current(kube, namespace, 2, "the replacement pod joins; all at attempt 2")
+    after = {p["metadata"]["uid"] for p in await kubelet.pods()}
+    assert len(after) == PODS
+    assert len(after - uids) == 1
+    assert kubelet.unexpected == []
