@@ -17,8 +17,9 @@ them where installs read them:
 
 - ``manifests/in-place-restart-agent/rbac.yaml`` and ``charts/jobset-controller/files/
   agent-rules.yaml``: an example Role, RoleBinding and ServiceAccount for the in-place restart
-  agent (``jobset_controller.agent.AGENT_RULES``), applied in each namespace that runs JobSets with
-  the InPlaceRestart strategy (``kubectl apply -n <namespace>``; the chart's
+  agent (``jobset_controller.agent.AGENT_RULES``), and (manifest only) a ValidatingAdmissionPolicy
+  narrowing its pod patches to the attempt annotation; applied in each namespace that runs JobSets
+  with the InPlaceRestart strategy (``kubectl apply -n <namespace>``; the chart's
   ``inPlaceRestartAgent.namespaces``).
 
 Run ``python -m jobset_controller_dev.rbacgen`` (``make rbac``) after changing a grant; a unit
@@ -34,6 +35,7 @@ from typing import Any
 import yaml
 
 from jobset_controller.agent import AGENT_RULES, FIELD_MANAGER
+from jobset_controller.api.constants import IN_PLACE_RESTART_ATTEMPT_KEY as ATTEMPT_KEY
 from jobset_controller.controller.permissions import (
     CLUSTER_GRANTS,
     METRICS_READER_RULES,
@@ -158,8 +160,66 @@ _AGENT_HEADER = (
 )
 
 
+# The agent's `patch` on pods, narrowed by admission to its one annotation (upstream's example
+# does the same): any other change a ServiceAccount named in-place-restart-agent makes to a pod is
+# refused. Cluster-scoped, for that ServiceAccount in every namespace.
+_AGENT_VARIABLES = [
+    {"name": name, "expression": f"has({obj}.metadata.{field}) ? {obj}.metadata.{field} : {{}}"}
+    for name, obj, field in (
+        ("oldLabels", "oldObject", "labels"),
+        ("newLabels", "object", "labels"),
+        ("oldAnnotations", "oldObject", "annotations"),
+        ("newAnnotations", "object", "annotations"),
+    )
+]
+_AGENT_POLICY_RULE = (
+    "object.spec == oldObject.spec && variables.oldLabels == variables.newLabels && "
+    f"variables.oldAnnotations.all(k, k == '{ATTEMPT_KEY}' || (k in variables.newAnnotations "
+    "&& variables.newAnnotations[k] == variables.oldAnnotations[k])) && "
+    f"variables.newAnnotations.all(k, k == '{ATTEMPT_KEY}' || k in variables.oldAnnotations)"
+)
+
+
 def agent_documents() -> list[dict[str, Any]]:
     """The objects of manifests/in-place-restart-agent/rbac.yaml (namespace given at apply)."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": FIELD_MANAGER},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["pods"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "is-the-agent",
+                    "expression": "request.userInfo.username.matches("
+                    f"'^system:serviceaccount:[^:]+:{FIELD_MANAGER}$')",
+                }
+            ],
+            "variables": _AGENT_VARIABLES,
+            "validations": [
+                {
+                    "expression": _AGENT_POLICY_RULE,
+                    "message": f"{FIELD_MANAGER} may change only the pod annotation {ATTEMPT_KEY}",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": FIELD_MANAGER},
+        "spec": {"policyName": FIELD_MANAGER, "validationActions": ["Deny"]},
+    }
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": FIELD_MANAGER}},
         {
@@ -179,6 +239,8 @@ def agent_documents() -> list[dict[str, Any]]:
             },
             "subjects": [{"kind": "ServiceAccount", "name": FIELD_MANAGER}],
         },
+        policy,
+        binding,
     ]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobset_controller.runtime.client import KubeClient
+from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import free_port
@@ -39,19 +39,30 @@ def agent_kubeconfig(control_plane: ControlPlane, namespace: str, tmp_path: Path
     for document in yaml.safe_load_all(
         (ROOT / "manifests/in-place-restart-agent/rbac.yaml").read_text()
     ):
-        kind = document["kind"]
-        group = "/api/v1" if kind == "ServiceAccount" else "/apis/rbac.authorization.k8s.io/v1"
-        plural = {"ServiceAccount": "serviceaccounts", "Role": "roles"}.get(kind, "rolebindings")
-        document["metadata"]["namespace"] = namespace
+        path = collection(document["kind"], namespace)
         for subject in document.get("subjects", ()):
             subject["namespace"] = namespace
-        status, body = control_plane.request(
-            "POST", f"{group}/namespaces/{namespace}/{plural}", document
-        )
-        assert status == 201, body
+        status, body = control_plane.request("POST", path, document)
+        # The admission policy is cluster-scoped: the session's first test creates it.
+        assert status == 201 or (status == 409 and "/namespaces/" not in path), body
     return control_plane.service_account_kubeconfig(
         namespace, "in-place-restart-agent", tmp_path / "agent.kubeconfig"
     )
+
+
+def collection(kind: str, namespace: str) -> str:
+    """Where an object of the example RBAC manifest is created."""
+    return {
+        "ServiceAccount": f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        "ValidatingAdmissionPolicy": (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+        ),
+        "ValidatingAdmissionPolicyBinding": (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+        ),
+    }[kind]
 
 
 def jobset_manifest(strategy: str = "InPlaceRestart", **annotations: str) -> dict[str, Any]:
@@ -263,3 +274,23 @@ async def test_the_agent_waits_for_its_jobset_without_a_hot_loop(
     agent.process.send_signal(signal.SIGTERM)
     await agent.exit_code()
     assert "retrying" not in await agent.stderr()
+
+
+async def test_the_agents_account_may_change_only_the_attempt_annotation(
+    kube: KubeClient, namespace: str, pod: str, agent_kubeconfig: Path
+) -> None:
+    """The example's admission policy narrows the Role's pod `patch` (as upstream's does)."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{POD_NAME}"
+    agent = await KubeClient.connect(kubeconfig=str(agent_kubeconfig))
+    try:
+        await agent.merge_patch(path, {"metadata": {"annotations": {ATTEMPT: "5"}}})
+        for change in (
+            {"metadata": {"labels": {"x": "y"}}},
+            {"metadata": {"annotations": {"other": "x"}}},
+            {"spec": {"activeDeadlineSeconds": 5}},
+        ):
+            with pytest.raises(ApiError, match="may change only the pod annotation"):
+                await agent.merge_patch(path, change)
+    finally:
+        await agent.close()
+    assert await attempt_of(kube, namespace) == "5"

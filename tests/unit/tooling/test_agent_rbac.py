@@ -20,7 +20,13 @@ def test_the_example_manifest_grants_exactly_the_agents_rules() -> None:
     documents = list(
         yaml.safe_load_all((ROOT / "manifests/in-place-restart-agent/rbac.yaml").read_text())
     )
-    assert [d["kind"] for d in documents] == ["ServiceAccount", "Role", "RoleBinding"]
+    assert [d["kind"] for d in documents] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
     assert documents[1]["rules"] == [dict(rule) for rule in AGENT_RULES]
     chart_rules = yaml.safe_load((CHART / "files" / "agent-rules.yaml").read_text())
     assert chart_rules == documents[1]["rules"]

@@ -1,0 +1,237 @@
+"""In-place restart on the real node (issue 25): the controller with the InPlaceRestart gate (a
+process of its own against the node's control plane) and JobSets whose pods run the agent from
+the controller's image as a native sidecar (upstream's example: `restartPolicyRules`
+RestartAllContainers on a non-zero exit, the worker behind the agent's startup probe). Kubernetes
+1.36 has ContainerRestartRules and RestartAllContainersOnContainerExits on (beta) by default.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.integration.test_in_place_restart_agent import collection
+
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
+from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.realnode import RealNode
+
+pytestmark = pytest.mark.node
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+PY = "/opt/jobset-controller/bin/python"
+NAME_FIELD = "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
+INDEX_FIELD = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
+SELECTOR = "labelSelector=jobset.sigs.k8s.io/jobset-name=ipr"
+
+# Job index 0 fails once with exit 3 (a marker in its pod's emptyDir says it did); every worker
+# then runs a few seconds and succeeds. FAIL=always makes index 0 fail every time.
+WORKER = """
+import os, sys, time
+index = os.environ["JOB_INDEX"]
+marker = "/data/failed-once"
+if index == "0" and (os.environ.get("FAIL") == "always" or not os.path.exists(marker)):
+    open(marker, "w").close()
+    print("failing", flush=True)
+    time.sleep(1)
+    sys.exit(3)
+print("working", flush=True)
+time.sleep(4)
+"""
+
+
+def eventually(check: Callable[[], Any], what: str, within: float = 180) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {within:g} s")
+        time.sleep(0.25)  # a poll interval, not synchronisation
+
+
+@pytest.fixture(scope="module")
+def gated_controller(node: RealNode) -> Iterator[ControllerProcess]:
+    cluster = node.cluster
+    cert_dir = cluster.workdir / "in-place-webhook-certs"
+    cert_dir.mkdir(exist_ok=True)
+    pair = cluster.ca.issue(
+        "in-place-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
+    )
+    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    config = write_configuration(
+        cluster.workdir / "in-place-config.yaml",
+        {
+            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+            "internalCertManagement": {"enable": False},
+            "featureGates": {"InPlaceRestart": True},
+        },
+    )
+    process = ControllerProcess(
+        kubeconfig=cluster.kubeconfig,
+        config=config,
+        log=cluster.workdir / "in-place-controller.log",
+        args=["--leader-elect=false"],
+    )
+    process.wait_ready(60, interval=0.2)
+    try:
+        yield process
+    finally:
+        assert process.stop(60) == 0, process.tail()
+
+
+@pytest.fixture
+def namespace(node: RealNode) -> Iterator[str]:
+    """A namespace with the agent's example ServiceAccount, Role and RoleBinding."""
+    name = f"ipr-{uuid.uuid4().hex[:6]}"
+    node.cluster.create_namespace(name)
+    rbac = yaml.safe_load_all((ROOT / "manifests/in-place-restart-agent/rbac.yaml").read_text())
+    for document in rbac:
+        path = collection(document["kind"], name)
+        for subject in document.get("subjects", ()):
+            subject["namespace"] = name
+        status, body = node.cluster.request("POST", path, document)
+        assert status == 201 or (status == 409 and "/namespaces/" not in path), body
+    try:
+        yield name
+    finally:
+        node.cluster.delete_namespace(name)
+
+
+def restart_rule() -> list[dict[str, Any]]:
+    return [{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}]
+
+
+def in_place_jobset(
+    image: str, *, replicas: int = 2, max_restarts: int = 3, fail: str = "once"
+) -> dict[str, Any]:
+    agent = {
+        "name": "in-place-restart-agent",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["/opt/jobset-controller/bin/in-place-restart-agent"],
+        "restartPolicy": "Always",
+        "restartPolicyRules": restart_rule(),
+        "startupProbe": {
+            "httpGet": {"path": "/barrier-is-down", "port": 8081},
+            "periodSeconds": 1,
+            "failureThreshold": 600,
+        },
+        "env": [
+            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef": {"fieldPath": NAME_FIELD}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+    }  # fmt: skip
+    worker = {
+        "name": "worker",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": [PY, "-c", WORKER],
+        "restartPolicy": "Never",
+        "restartPolicyRules": restart_rule(),
+        "env": [
+            {"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
+            {"name": "FAIL", "value": fail},
+        ],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }  # fmt: skip
+    job = {
+        "parallelism": 1,
+        "completions": 1,
+        "backoffLimit": 2**31 - 1,
+        "podReplacementPolicy": "Failed",
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "serviceAccountName": "in-place-restart-agent",
+                "terminationGracePeriodSeconds": 0,
+                "initContainers": [agent],
+                "containers": [worker],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+            }
+        },
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "ipr"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": max_restarts, "restartStrategy": "InPlaceRestart"},
+            "replicatedJobs": [{"name": "w", "replicas": replicas, "template": {"spec": job}}],
+        },
+    }
+
+
+def jobset(node: RealNode, namespace: str) -> dict[str, Any]:
+    _, body = node.cluster.request("GET", JOBSETS.format(namespace=namespace) + "/ipr")
+    return dict(body)
+
+
+def pods(node: RealNode, namespace: str) -> list[dict[str, Any]]:
+    _, body = node.cluster.request(
+        "GET",
+        f"/api/v1/namespaces/{namespace}/pods?labelSelector=jobset.sigs.k8s.io/jobset-name=ipr",
+    )
+    return list(body.get("items", []))
+
+
+def condition(js: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (js.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return dict(c)
+    return None
+
+
+def restart_counts(pod: dict[str, Any]) -> dict[str, int]:
+    status = pod.get("status") or {}
+    return {
+        c["name"]: int(c.get("restartCount", 0))
+        for c in (status.get("initContainerStatuses") or [])
+        + (status.get("containerStatuses") or [])
+    }
+
+
+def create(node: RealNode, namespace: str, manifest: dict[str, Any]) -> None:
+    status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), manifest)
+    assert status == 201, body
+
+
+def test_a_retriable_failure_restarts_every_pod_in_place_then_the_jobset_completes(
+    node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
+) -> None:
+    create(node, namespace, in_place_jobset(image))
+    first = eventually(lambda: len(pods(node, namespace)) == 2 and pods(node, namespace), "pods")
+    uids = {p["metadata"]["uid"]: p["spec"].get("nodeName") for p in first}
+    eventually(
+        lambda: (
+            (jobset(node, namespace).get("status") or {}).get("currentInPlaceRestartAttempt") == 1
+        ),
+        "every pod restarted in place into attempt 1",
+    )
+    done = eventually(lambda: condition(jobset(node, namespace), "Completed"), "Completed")
+    assert done["reason"] == "AllJobsCompleted"
+    final = pods(node, namespace)
+    assert {p["metadata"]["uid"]: p["spec"].get("nodeName") for p in final} == uids
+    for pod in final:
+        counts = restart_counts(pod)
+        assert counts["worker"] == 1, (pod["metadata"]["name"], counts)
+    status = jobset(node, namespace)["status"]
+    assert status.get("restarts", 0) == 0  # no Job recreated
+    assert status.get("previousInPlaceRestartAttempt") == 0
+
+
+def test_failing_every_time_reaches_max_restarts(
+    node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
+) -> None:
+    create(node, namespace, in_place_jobset(image, max_restarts=1, fail="always"))
+    failed = eventually(lambda: condition(jobset(node, namespace), "Failed"), "Failed")
+    assert failed["reason"] == "ReachedMaxRestarts"
+    assert failed["message"] == "jobset failed due to reaching max number of restarts"
