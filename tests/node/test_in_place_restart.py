@@ -30,19 +30,23 @@ NAME_FIELD = "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
 INDEX_FIELD = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
 SELECTOR = "labelSelector=jobset.sigs.k8s.io/jobset-name=ipr"
 
-# Job index 0 fails once with exit 3 (a marker in its pod's emptyDir says it did); every worker
-# then runs a few seconds and succeeds. FAIL=always makes index 0 fail every time.
+# FAIL=once: job index 0 fails once with exit 3, retriable (a marker in its pod's emptyDir says
+# it did); FAIL=always: every time; FAIL=fatal: index 0 exits 4, which no restart rule retries.
+# Every other worker runs WORK_SECONDS and succeeds.
 WORKER = """
 import os, sys, time
 index = os.environ["JOB_INDEX"]
 marker = "/data/failed-once"
-if index == "0" and (os.environ.get("FAIL") == "always" or not os.path.exists(marker)):
+fail = os.environ.get("FAIL")
+if index == "0" and fail == "fatal":
+    sys.exit(4)
+if index == "0" and fail in ("once", "always") and (fail == "always" or not os.path.exists(marker)):
     open(marker, "w").close()
     print("failing", flush=True)
     time.sleep(1)
     sys.exit(3)
 print("working", flush=True)
-time.sleep(4)
+time.sleep(float(os.environ.get("WORK_SECONDS", "4")))
 """
 
 
@@ -106,12 +110,22 @@ def namespace(node: RealNode) -> Iterator[str]:
         node.cluster.delete_namespace(name)
 
 
-def restart_rule() -> list[dict[str, Any]]:
-    return [{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}]
+def restart_rule(retriable: list[int] | None = None) -> list[dict[str, Any]]:
+    """Restart all containers on a non-zero exit, or only on the `retriable` codes."""
+    codes = {"operator": "NotIn", "values": [0]}
+    if retriable is not None:
+        codes = {"operator": "In", "values": retriable}
+    return [{"action": "RestartAllContainers", "exitCodes": codes}]
 
 
 def in_place_jobset(
-    image: str, *, replicas: int = 2, max_restarts: int = 3, fail: str = "once"
+    image: str,
+    *,
+    replicas: int = 2,
+    max_restarts: int = 3,
+    fail: str = "once",
+    work_seconds: float = 4,
+    retriable: list[int] | None = None,
 ) -> dict[str, Any]:
     agent = {
         "name": "in-place-restart-agent",
@@ -136,10 +150,11 @@ def in_place_jobset(
         "imagePullPolicy": "Never",
         "command": [PY, "-c", WORKER],
         "restartPolicy": "Never",
-        "restartPolicyRules": restart_rule(),
+        "restartPolicyRules": restart_rule(retriable),
         "env": [
             {"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
             {"name": "FAIL", "value": fail},
+            {"name": "WORK_SECONDS", "value": str(work_seconds)},
         ],
         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
     }  # fmt: skip
@@ -235,3 +250,48 @@ def test_failing_every_time_reaches_max_restarts(
     failed = eventually(lambda: condition(jobset(node, namespace), "Failed"), "Failed")
     assert failed["reason"] == "ReachedMaxRestarts"
     assert failed["message"] == "jobset failed due to reaching max number of restarts"
+
+
+def test_a_fatal_exit_code_fails_the_jobset_by_its_rules(
+    node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
+) -> None:
+    """Exit 4 is not among the retriable codes: the pod fails, the Job's podFailurePolicy fails
+    the Job, and the JobSet's FailJobSet rule fails the JobSet."""
+    manifest = in_place_jobset(image, fail="fatal", retriable=[3])
+    job = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["podFailurePolicy"] = {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "worker", "operator": "In", "values": [4]},
+            }
+        ]
+    }
+    manifest["spec"]["failurePolicy"]["rules"] = [
+        {"name": "fatal", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+    ]
+    create(node, namespace, manifest)
+    failed = eventually(lambda: condition(jobset(node, namespace), "Failed"), "Failed")
+    assert failed["reason"] == "FailJobSetFailurePolicyAction"
+
+
+def test_a_pod_deleted_by_hand_is_recreated_and_joins_the_barrier(
+    node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
+) -> None:
+    create(node, namespace, in_place_jobset(image, fail="never", work_seconds=20))
+
+    def attempt() -> int | None:
+        value = (jobset(node, namespace).get("status") or {}).get("currentInPlaceRestartAttempt")
+        return None if value is None else int(value)
+
+    eventually(lambda: attempt() == 0, "both pods past the barrier at attempt 0")
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node, namespace)}
+    doomed = sorted(before)[1]
+    status, body = node.cluster.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{doomed}")
+    assert status == 200, body
+    eventually(lambda: attempt() == 1, "the replacement joins; every pod at attempt 1")
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node, namespace)}
+    kept = sorted(before)[0]
+    assert after[kept] == before[kept]  # restarted in place, not replaced
+    done = eventually(lambda: condition(jobset(node, namespace), "Completed"), "Completed")
+    assert done["reason"] == "AllJobsCompleted"
