@@ -1,0 +1,266 @@
+"""Benchmark: a whole JobSet back at work after one worker fails, InPlaceRestart against Recreate.
+
+On the real node (envtest/realnode.py: kubelet + containerd, the controller's image; the kubelet
+of Kubernetes 1.36 has ContainerRestartRules and RestartAllContainersOnContainerExits on by
+default) with the controller (the InPlaceRestart gate on) as a process of its own. One JobSet of
+`--pods` Jobs of one pod each, per strategy, in its own namespace:
+
+- InPlaceRestart: the agent from the image as a native sidecar (upstream's example: the worker
+  behind its startup probe, RestartAllContainers on a non-zero exit), `backoffLimit` MaxInt32,
+  `podReplacementPolicy: Failed`;
+- Recreate: the same worker without the agent, `backoffLimit: 0`: the failed pod fails its Job,
+  the JobSet restarts, every Job is deleted and created again.
+
+Each worker appends `<job index> <time.time()>` to a file on a hostPath volume when it starts,
+then polls for `fail-<its index>` there. The bench writes `fail-0` and measures the seconds until
+every index has started again after that moment: the time from a worker failure to all workers
+running again (past the barrier, for InPlaceRestart). `--rounds` repeats each measurement on the
+same JobSet. Printed: both, and the ratio.
+
+Not measured here (yet): the same on kwok with agent processes (tests/e2e/test_in_place_restart.py
+times the controller's barrier with 64 agent processes; its figure is dominated by the agents'
+process starts on this machine, not by the controller).
+
+Run (root; hack/node-packages.sh): JOBSET_K8S_BIN=... .venv/bin/python hack/bench/restart_bench.py
+     [--pods 4] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
+from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = "/opt/jobset-controller/bin/python"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+INDEX_FIELD = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
+NAME_FIELD = "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
+WORKER = """
+import os, sys, time
+index = os.environ["JOB_INDEX"]
+with open("/trigger/up.log", "a") as log:
+    log.write(f"{index} {time.time()}\\n")
+trigger = f"/trigger/fail-{index}"
+while True:
+    if os.path.exists(trigger):
+        os.remove(trigger)
+        sys.exit(3)
+    time.sleep(0.05)
+"""
+
+
+def image() -> tuple[str, list[Path]]:
+    lines = subprocess.run(
+        [str(ROOT / "hack" / "image.sh")], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return lines[-1], [Path(lines[-3]), Path(lines[-2])]
+
+
+def wait(check: Callable[[], Any], what: str, within: float = 300) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise SystemExit(f"restart_bench: {what}: not within {within:g} s")
+        time.sleep(0.02)  # a poll interval: the figure's resolution
+
+
+def manifest(strategy: str, image_name: str, pods: int, trigger_dir: str) -> dict[str, Any]:
+    in_place = strategy == "InPlaceRestart"
+    rule = [{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}]
+    worker: dict[str, Any] = {
+        "name": "worker",
+        "image": image_name,
+        "imagePullPolicy": "Never",
+        "command": [PY, "-c", WORKER],
+        "env": [{"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}}],
+        "volumeMounts": [{"name": "trigger", "mountPath": "/trigger"}],
+    }
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [worker],
+        "volumes": [{"name": "trigger", "hostPath": {"path": trigger_dir, "type": "Directory"}}],
+    }
+    job: dict[str, Any] = {"parallelism": 1, "completions": 1, "template": {"spec": pod}}
+    if in_place:
+        worker.update(restartPolicy="Never", restartPolicyRules=rule)
+        pod["serviceAccountName"] = "in-place-restart-agent"
+        pod["initContainers"] = [
+            {
+                "name": "in-place-restart-agent",
+                "image": image_name,
+                "imagePullPolicy": "Never",
+                "command": ["/opt/jobset-controller/bin/in-place-restart-agent"],
+                "restartPolicy": "Always",
+                "restartPolicyRules": rule,
+                "startupProbe": {
+                    "httpGet": {"path": "/barrier-is-down", "port": 8081},
+                    "periodSeconds": 1,
+                    "failureThreshold": 600,
+                },
+                "env": [
+                    {"name": "JOBSET_NAME", "valueFrom": {"fieldRef": {"fieldPath": NAME_FIELD}}},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ],
+            }
+        ]
+        job.update(backoffLimit=2**31 - 1, podReplacementPolicy="Failed")
+    else:
+        job["backoffLimit"] = 0
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 100, "restartStrategy": strategy},
+            "replicatedJobs": [{"name": "w", "replicas": pods, "template": {"spec": job}}],
+        },
+    }
+
+
+def agent_identity(node: RealNode, namespace: str) -> None:
+    for document in yaml.safe_load_all(
+        (ROOT / "manifests/in-place-restart-agent/rbac.yaml").read_text()
+    ):
+        kind = document["kind"]
+        if kind.startswith("ValidatingAdmissionPolicy"):
+            base = "/apis/admissionregistration.k8s.io/v1/"
+            path = (
+                base
+                + {
+                    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+                    "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+                }[kind]
+            )
+        elif kind == "ServiceAccount":
+            path = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+        else:
+            plural = "roles" if kind == "Role" else "rolebindings"
+            path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/{plural}"
+        for subject in document.get("subjects", ()):
+            subject["namespace"] = namespace
+        status, body = node.cluster.request("POST", path, document)
+        if status not in (201, 409):
+            raise SystemExit(f"restart_bench: cannot create the agent's {kind}: {body}")
+
+
+def starts(log: Path) -> list[tuple[int, float]]:
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        index, _, stamp = line.partition(" ")
+        if stamp:
+            out.append((int(index), float(stamp)))
+    return out
+
+
+def all_started_after(log: Path, since: float, pods: int) -> float | None:
+    """The last of the first starts of every index after `since`, or None while one is missing."""
+    first: dict[int, float] = {}
+    for index, stamp in starts(log):
+        if stamp > since and index not in first:
+            first[index] = stamp
+    return max(first.values()) if len(first) == pods else None
+
+
+def measure(node: RealNode, strategy: str, image_name: str, pods: int, rounds: int) -> list[float]:
+    namespace = f"bench-{strategy.lower()}-{uuid.uuid4().hex[:4]}"
+    node.cluster.create_namespace(namespace)
+    if strategy == "InPlaceRestart":
+        agent_identity(node, namespace)
+    inside = f"/tmp/restart-bench-{namespace}"
+    host_dir = Path(f"/proc/{node.netns.pid}/root{inside}")
+    host_dir.mkdir(mode=0o777)
+    host_dir.chmod(0o777)
+    log = host_dir / "up.log"
+    status, body = node.cluster.request(
+        "POST",
+        JOBSETS.format(namespace=namespace),
+        manifest(strategy, image_name, pods, inside),
+    )
+    if status != 201:
+        raise SystemExit(f"restart_bench: JobSet refused: {body}")
+    wait(lambda: all_started_after(log, 0, pods), f"{strategy}: every worker started")
+    figures = []
+    for _ in range(rounds):
+        began = time.time()
+        (host_dir / "fail-0").write_text("")
+        last = wait(
+            lambda since=began: all_started_after(log, since, pods),
+            f"{strategy}: every worker running again",
+        )
+        figures.append(last - began)
+        print(f"  {strategy}: {last - began:.2f} s", file=sys.stderr)
+    node.cluster.delete_namespace(namespace)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    why = unavailable()
+    if why is not None:
+        print(f"restart_bench: the real node cannot run here: {why}", file=sys.stderr)
+        return 2
+    image_name, archives = image()
+    with real_node(archives) as node:
+        cluster = node.cluster
+        cert_dir = cluster.workdir / "bench-webhook-certs"
+        cert_dir.mkdir(exist_ok=True)
+        pair = cluster.ca.issue(
+            "bench-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
+        )
+        (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+        (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+        config = write_configuration(
+            cluster.workdir / "bench-config.yaml",
+            {
+                "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+                "internalCertManagement": {"enable": False},
+                "featureGates": {"InPlaceRestart": True},
+            },
+        )
+        controller = ControllerProcess(
+            kubeconfig=cluster.kubeconfig,
+            config=config,
+            log=cluster.workdir / "bench-controller.log",
+            args=["--leader-elect=false"],
+        )
+        try:
+            controller.wait_ready(60, interval=0.2)
+            results = {
+                strategy: measure(node, strategy, image_name, args.pods, args.rounds)
+                for strategy in ("InPlaceRestart", "Recreate")
+            }
+        finally:
+            controller.stop(60)
+    in_place = statistics.median(results["InPlaceRestart"])
+    recreate = statistics.median(results["Recreate"])
+    print(f"real node, {args.pods} pods, median of {args.rounds}:")
+    print(f"  InPlaceRestart  {in_place:6.2f} s  (all: {results['InPlaceRestart']})")
+    print(f"  Recreate        {recreate:6.2f} s  (all: {results['Recreate']})")
+    print(f"  Recreate / InPlaceRestart = {recreate / in_place:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
