@@ -28,6 +28,7 @@ Run (root; hack/node-packages.sh): JOBSET_K8S_BIN=... .venv/bin/python hack/benc
 from __future__ import annotations
 
 import argparse
+import calendar
 import statistics
 import subprocess
 import sys
@@ -208,8 +209,34 @@ def measure(node: RealNode, strategy: str, image_name: str, pods: int, rounds: i
         )
         figures.append(last - began)
         print(f"  {strategy}: {last - began:.2f} s", file=sys.stderr)
+    if strategy == "InPlaceRestart":
+        print_timeline(node, namespace, began, log)
     node.cluster.delete_namespace(namespace)
     return figures
+
+
+def print_timeline(node: RealNode, namespace: str, began: float, log: Path) -> None:
+    """The last round, as the agents logged it (seconds after the failure was asked for)."""
+    events: list[tuple[float, str]] = []
+    _, body = node.cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+    for pod in body.get("items", []):
+        name = pod["metadata"]["name"]
+        for line in node.logs(namespace, name, "in-place-restart-agent").splitlines():
+            # The kubelet's CRI log line: <time> <stream> <tag> <the agent's own line>.
+            parts = line.split(" ", 3)
+            if len(parts) < 4 or " in-place-restart-agent: " not in parts[3]:
+                continue
+            stamp, _, rest = parts[3].partition(" in-place-restart-agent: ")
+            when = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+            when += float("0" + stamp[19:-1]) if stamp[19:-1] else 0.0
+            if when >= began - 0.5:
+                events.append((when - began, f"{name[-5:]} agent: {rest[:60]}"))
+    for index, stamp in starts(log):
+        if stamp > began:
+            events.append((stamp - began, f"worker {index} started"))
+    print("  timeline of the last InPlaceRestart round (s after the failure):", file=sys.stderr)
+    for offset, what in sorted(events):
+        print(f"    {offset:6.2f}  {what}", file=sys.stderr)
 
 
 def main() -> int:

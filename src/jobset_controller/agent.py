@@ -215,7 +215,8 @@ def annotation_patch(env: Env, attempt: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- the process
 def log(message: str, **fields: object) -> None:
     """One line on stderr: time, message, key=value pairs."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
     extra = "".join(f" {key}={value!r}" for key, value in fields.items())
     print(f"{stamp} in-place-restart-agent: {message}{extra}", file=sys.stderr, flush=True)
 
