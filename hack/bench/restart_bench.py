@@ -17,17 +17,21 @@ every index has started again after that moment: the time from a worker failure 
 running again (past the barrier, for InPlaceRestart). `--rounds` repeats each measurement on the
 same JobSet. Printed: both, and the ratio.
 
-Not measured here (yet): the same on kwok with agent processes (tests/e2e/test_in_place_restart.py
-times the controller's barrier with 64 agent processes; its figure is dominated by the agents'
-process starts on this machine, not by the controller).
+With `--kwok-pods N` (N > 0) also on the full local cluster with kwok nodes (no containers:
+envtest/agents.py runs one agent host process per pod and restarts it as the kubelet would):
+InPlaceRestart from one agent's failure to `currentInPlaceRestartAttempt` advancing (every agent
+then lifts its barrier at once), Recreate from one pod's failure (kwok's fail-exit-code) to every
+pod of the new attempt Running. On this machine the in-place figure is dominated by starting N
+agent processes on shared cores, which real nodes do in parallel.
 
 Run (root; hack/node-packages.sh): JOBSET_K8S_BIN=... .venv/bin/python hack/bench/restart_bench.py
-     [--pods 4] [--rounds 3]
+     [--pods 4] [--rounds 3] [--kwok-pods 64] [--skip-node]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import calendar
 import statistics
 import subprocess
@@ -40,13 +44,22 @@ from typing import Any
 
 import yaml
 
+from jobset_controller.runtime.client import KubeClient
+from jobset_controller_dev.envtest.agents import HostKubelet
 from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.kwok_stages import (
+    FAIL_EXIT_CODE_ANNOTATION,
+    RUN_DURATION_ANNOTATION,
+    RUN_FOREVER_ANNOTATION,
+)
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = "/opt/jobset-controller/bin/python"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 INDEX_FIELD = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
 NAME_FIELD = "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
 WORKER = """
@@ -239,41 +252,157 @@ def print_timeline(node: RealNode, namespace: str, began: float, log: Path) -> N
         print(f"    {offset:6.2f}  {what}", file=sys.stderr)
 
 
+def kwok_measure(pods: int) -> dict[str, float]:
+    """Both strategies on kwok nodes (module docstring); seconds per strategy."""
+    return asyncio.run(_kwok(pods))
+
+
+def kwok_manifest(strategy: str, pods: int) -> dict[str, Any]:
+    in_place = strategy == "InPlaceRestart"
+    job: dict[str, Any] = {
+        "parallelism": 8,
+        "completions": 8,
+        "template": {
+            "metadata": {"annotations": {RUN_FOREVER_ANNOTATION: "true"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "w"}]},
+        },
+    }
+    if in_place:
+        job.update(backoffLimit=2**31 - 1, podReplacementPolicy="Failed")
+    else:
+        job["backoffLimit"] = 0
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 100, "restartStrategy": strategy},
+            "replicatedJobs": [{"name": "w", "replicas": pods // 8, "template": {"spec": job}}],
+        },
+    }
+
+
+async def _until(check: Callable[[], Any], what: str, within: float = 600) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"restart_bench: {what}: not within {within:g} s")
+        await asyncio.sleep(0.05)  # a poll interval: the figure's resolution
+
+
+async def _kwok(pods: int) -> dict[str, float]:
+    cluster = FullCluster(pod_run_duration=3600).start()
+    controller = _controller(cluster)
+    client = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
+    results: dict[str, float] = {}
+    try:
+        for strategy in ("InPlaceRestart", "Recreate"):
+            namespace = cluster.create_namespace(f"bench-{strategy.lower()}")
+            jobsets = JOBSETS.format(namespace=namespace)
+            await client.create(jobsets, kwok_manifest(strategy, pods))
+            pod_path = f"/api/v1/namespaces/{namespace}/pods"
+
+            async def status(path: str = jobsets) -> dict[str, Any]:
+                return dict((await client.get(path + "/bench")).get("status") or {})
+
+            async def running(attempt: str, path: str = pod_path) -> bool:
+                items = (await client.get(path, labelSelector=f"{RESTARTS_LABEL}={attempt}"))[
+                    "items"
+                ]
+                up = [p for p in items if p["status"].get("phase") == "Running"]
+                return len(up) == pods
+
+            if strategy == "InPlaceRestart":
+                host = HostKubelet(client, namespace, cluster.kubeconfig, cluster.workdir, "bench")
+                host.run()
+                try:
+
+                    async def current(value: int) -> bool:
+                        return (await status()).get("currentInPlaceRestartAttempt") == value
+
+                    await _until(lambda: current(0), "every agent at attempt 0")
+                    began = time.monotonic()
+                    await host.kill(sorted(host.agents)[0])
+                    await _until(lambda: current(1), "every agent at attempt 1")
+                    results[strategy] = time.monotonic() - began
+                finally:
+                    await host.close()
+            else:
+                await _until(lambda: running("0"), "every pod Running")
+                victim = (await client.get(pod_path))["items"][0]["metadata"]["name"]
+                began = time.monotonic()
+                patch = {
+                    "metadata": {
+                        "annotations": {
+                            RUN_FOREVER_ANNOTATION: None,
+                            FAIL_EXIT_CODE_ANNOTATION: "3",
+                            RUN_DURATION_ANNOTATION: "0s",
+                        }
+                    }
+                }
+                await client.merge_patch(f"{pod_path}/{victim}", patch)
+                await _until(lambda: running("1"), "every pod of the new attempt Running")
+                results[strategy] = time.monotonic() - began
+            print(f"  kwok {strategy}: {results[strategy]:.2f} s", file=sys.stderr)
+            cluster.delete_namespace(namespace)
+    finally:
+        await client.close()
+        controller.stop(60)
+        cluster.stop()
+    return results
+
+
+def _controller(cluster: Any) -> ControllerProcess:
+    """`jobset-controller run` with the InPlaceRestart gate against `cluster`, ready."""
+    cert_dir = cluster.workdir / "bench-webhook-certs"
+    cert_dir.mkdir(exist_ok=True)
+    pair = cluster.ca.issue(
+        "bench-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
+    )
+    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    config = write_configuration(
+        cluster.workdir / "bench-config.yaml",
+        {
+            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+            "internalCertManagement": {"enable": False},
+            "featureGates": {"InPlaceRestart": True},
+        },
+    )
+    controller = ControllerProcess(
+        kubeconfig=cluster.kubeconfig,
+        config=config,
+        log=cluster.workdir / "bench-controller.log",
+        args=["--leader-elect=false"],
+    )
+    controller.wait_ready(60, interval=0.2)
+    return controller
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kwok-pods", type=int, default=0, help="a multiple of 8; 0 skips kwok")
+    parser.add_argument("--skip-node", action="store_true", help="kwok only")
     args = parser.parse_args()
+    if args.kwok_pods:
+        kwok = kwok_measure(args.kwok_pods)
+        ratio = kwok["Recreate"] / kwok["InPlaceRestart"]
+        print(f"kwok, {args.kwok_pods} pods (agents as host processes):")
+        print(f"  InPlaceRestart  {kwok['InPlaceRestart']:6.2f} s")
+        print(f"  Recreate        {kwok['Recreate']:6.2f} s")
+        print(f"  Recreate / InPlaceRestart = {ratio:.1f}x")
+    if args.skip_node:
+        return 0
     why = unavailable()
     if why is not None:
         print(f"restart_bench: the real node cannot run here: {why}", file=sys.stderr)
         return 2
     image_name, archives = image()
     with real_node(archives) as node:
-        cluster = node.cluster
-        cert_dir = cluster.workdir / "bench-webhook-certs"
-        cert_dir.mkdir(exist_ok=True)
-        pair = cluster.ca.issue(
-            "bench-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
-        )
-        (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-        (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
-        config = write_configuration(
-            cluster.workdir / "bench-config.yaml",
-            {
-                "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
-                "internalCertManagement": {"enable": False},
-                "featureGates": {"InPlaceRestart": True},
-            },
-        )
-        controller = ControllerProcess(
-            kubeconfig=cluster.kubeconfig,
-            config=config,
-            log=cluster.workdir / "bench-controller.log",
-            args=["--leader-elect=false"],
-        )
+        controller = _controller(node.cluster)
         try:
-            controller.wait_ready(60, interval=0.2)
             results = {
                 strategy: measure(node, strategy, image_name, args.pods, args.rounds)
                 for strategy in ("InPlaceRestart", "Recreate")
