@@ -126,8 +126,8 @@ class Pods:
 async def pods(
     kube: KubeClient,
     namespace: str,
-    agent_kubeconfig: Path,
-    tmp_path: Path,  # noqa: F811
+    agent_kubeconfig: Path,  # noqa: F811 - the imported fixture
+    tmp_path: Path,
 ) -> AsyncIterator[Pods]:
     group = Pods(kube, namespace, agent_kubeconfig, tmp_path)
     try:
