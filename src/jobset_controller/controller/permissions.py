@@ -99,7 +99,8 @@ CLUSTER_GRANTS: Final[tuple[Grant, ...]] = (
         "",
         "pods",
         ("create", "delete", "list", "patch", "watch"),
-        "exclusive placement: the trimmed pod cache of leader/follower Jobs (controller.pods); "
+        "exclusive placement: the trimmed pod cache of leader/follower Jobs (controller.pods; "
+        "with the InPlaceRestart gate every JobSet pod, for the in-place pass); "
         "release a gated follower with its leader's nodeSelector (patch); delete a misplaced "
         "follower; create only with dryRun=All, probing whether the API server calls the pod "
         "webhooks (controller.placement_mode)",
