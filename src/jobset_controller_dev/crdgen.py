@@ -197,6 +197,136 @@ def _atomic_strings(description: str) -> Schema:
     }
 
 
+def _choice(description: str) -> Schema:
+    return {"description": description, "type": "object"}
+
+
+def _one_of(first: str, second: str) -> list[Schema]:
+    return [
+        {
+            "rule": f"has(self.{first}) != has(self.{second})",
+            "message": f"exactly one of {first} or {second} must be set",
+        }
+    ]
+
+
+def _pod_group_fields(claims: bool) -> dict[str, Schema]:
+    """The PodGroupTemplate fields of scheduling.k8s.io/v1beta1 that spec.scheduling carries
+    (KEP-969). Written by hand: the pinned apiserver (1.36) does not serve that API, so its
+    OpenAPI has no schema to copy; the shapes follow k8s.io/api v0.37.2."""
+    fields: dict[str, Schema] = {
+        "schedulingPolicy": {
+            "description": "basic or gang (default gang; minCount defaults to the pods the "
+            "group represents).",
+            "type": "object",
+            "properties": {
+                "basic": _choice("Standard scheduling, pod by pod."),
+                "gang": {
+                    "description": "All-or-nothing scheduling.",
+                    "type": "object",
+                    "properties": {
+                        "minCount": _int32(
+                            "Pods that must fit at once; computed when unset.", minimum=1
+                        ),
+                    },
+                },
+            },
+            "x-kubernetes-validations": _one_of("basic", "gang"),
+        },
+        "schedulingConstraints": {
+            "description": "Topology constraints of the group (TopologyAwareWorkloadScheduling).",
+            "type": "object",
+            "properties": {
+                "topology": {
+                    "type": "array",
+                    "maxItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {"key": _string("A node label key.")},
+                        "required": ["key"],
+                    },
+                    "x-kubernetes-list-type": "atomic",
+                },
+            },
+        },
+        "disruptionMode": {
+            "description": "single or all: how the group's pods may be disrupted.",
+            "type": "object",
+            "properties": {
+                "single": _choice("Pods are disrupted one by one."),
+                "all": _choice("The group is disrupted as a whole."),
+            },
+            "x-kubernetes-validations": _one_of("single", "all"),
+        },
+    }
+    if claims:
+        fields["resourceClaims"] = {
+            "description": "DRA claims shared by the group's pods (DRAWorkloadResourceClaims).",
+            "type": "array",
+            "maxItems": 4,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": _string("The claim's name inside the PodGroup."),
+                    "resourceClaimName": _string("An existing ResourceClaim."),
+                    "resourceClaimTemplateName": _string(
+                        "A ResourceClaimTemplate turned into one claim per PodGroup."
+                    ),
+                },
+                "required": ["name"],
+            },
+            "x-kubernetes-list-type": "atomic",
+        }
+    return fields
+
+
+def _scheduling_schema() -> Schema:
+    """spec.scheduling (KEP-969, gate JobSetWorkloadAwareSchedulingAPI)."""
+    return {
+        "description": "Workload-Aware Scheduling (alpha, gate JobSetWorkloadAwareSchedulingAPI, "
+        "Kubernetes >= 1.37): either the top-level fields (one PodGroup for the JobSet) or "
+        "replicatedJobs (PodGroups per ReplicatedJob).",
+        "type": "object",
+        "properties": {
+            **_pod_group_fields(claims=False),
+            "replicatedJobs": {
+                "description": "Per-ReplicatedJob groups; each ReplicatedJob is targeted once.",
+                "type": "array",
+                "maxItems": 50,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "targetReplicatedJobs": {
+                            "description": "The ReplicatedJobs sharing this group.",
+                            "type": "array",
+                            "maxItems": 50,
+                            "items": {"type": "string"},
+                            "x-kubernetes-list-type": "atomic",
+                        },
+                        **_pod_group_fields(claims=True),
+                        "job": {
+                            "description": "One group per Job of the single targeted "
+                            "ReplicatedJob.",
+                            "type": "object",
+                            "properties": _pod_group_fields(claims=True),
+                        },
+                    },
+                },
+                "x-kubernetes-list-type": "atomic",
+            },
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "!(has(self.replicatedJobs) && size(self.replicatedJobs) > 0 && "
+                "(has(self.schedulingPolicy) || has(self.schedulingConstraints) || "
+                "has(self.disruptionMode)))",
+                "message": "cannot set schedulingPolicy, schedulingConstraints, or "
+                "disruptionMode together with replicatedJobs",
+            }
+        ],
+    }
+
+
 def _condition_schema() -> Schema:
     """metav1.Condition, as every Kubernetes API publishes it."""
     return {
@@ -457,6 +587,7 @@ def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
                 "required": ["operator"],
                 "x-kubernetes-validations": _immutable(),
             },
+            "scheduling": _scheduling_schema(),
             "suspend": {
                 "description": "Suspend the JobSet and its Jobs (used by Kueue).",
                 "type": "boolean",

@@ -21,6 +21,7 @@ _GATE_ATTRIBUTES: Mapping[str, str] = {
     "TLSOptions": "tls_options",
     "ExecutionAttemptsTracking": "execution_attempts_tracking",
     "MutablePodResourcesForSuspendedJobSets": "mutable_pod_resources_for_suspended_job_sets",
+    "JobSetWorkloadAwareSchedulingAPI": "workload_aware_scheduling",
 }
 
 # GA gates cannot be switched off any more (value they are locked to).
@@ -42,6 +43,11 @@ class FeatureGates:
         mutable_pod_resources_for_suspended_job_sets: Alpha (KEP-1150). Container and init
             container ``resources.requests``/``limits`` may change while the JobSet is (or
             becomes) suspended; resuming carries them into the suspended child Jobs.
+        workload_aware_scheduling: Alpha (KEP-969, gate ``JobSetWorkloadAwareSchedulingAPI``).
+            Allows ``spec.scheduling``: the controller compiles it into one Workload and its
+            PodGroups (scheduling.k8s.io/v1beta1, Kubernetes >= 1.37) and links the pods to
+            them. Off: a JobSet setting ``spec.scheduling`` is rejected at admission and no
+            Workload or PodGroup is ever created (docs/behaviour.md#gang-scheduling).
     """
 
     in_place_restart: bool = False
@@ -50,6 +56,7 @@ class FeatureGates:
     tls_options: bool = True
     execution_attempts_tracking: bool = False
     mutable_pod_resources_for_suspended_job_sets: bool = False
+    workload_aware_scheduling: bool = False
 
     def __post_init__(self) -> None:
         for gate, locked_value in _LOCKED_GATES.items():

@@ -261,6 +261,84 @@ class VolumeClaimPolicy(WireModel):
     retention_policy: RetentionPolicy | None = None
 
 
+class Choice(WireModel):
+    """An empty scheduling.k8s.io struct whose presence selects an option (``basic: {}``,
+    ``single: {}``, ``all: {}``); fields a newer API adds are kept."""
+
+
+class GangSchedulingPolicy(WireModel):
+    """scheduling.k8s.io/v1beta1 GangSchedulingPolicy; JobSet leaves ``minCount`` optional: when
+    absent the controller computes it (the represented pod count, KEP-969 defaulting)."""
+
+    min_count: StrictInt | None = Field(default=None, ge=1)
+
+
+class PodGroupSchedulingPolicy(WireModel):
+    """scheduling.k8s.io/v1beta1 PodGroupSchedulingPolicy: exactly one of basic or gang."""
+
+    basic: Choice | None = None
+    gang: GangSchedulingPolicy | None = None
+
+
+class TopologyConstraint(WireModel):
+    """scheduling.k8s.io/v1beta1 TopologyConstraint: pods of the group share a node label value."""
+
+    key: str
+
+
+class PodGroupSchedulingConstraints(WireModel):
+    """scheduling.k8s.io/v1beta1 PodGroupSchedulingConstraints (TopologyAwareWorkloadScheduling)."""
+
+    topology: list[TopologyConstraint] = Field(default_factory=list, max_length=1)
+
+
+class DisruptionMode(WireModel):
+    """scheduling.k8s.io/v1beta1 DisruptionMode: exactly one of single or all."""
+
+    single: Choice | None = None
+    all: Choice | None = None
+
+
+class PodGroupResourceClaim(WireModel):
+    """scheduling.k8s.io/v1beta1 PodGroupResourceClaim: one claim shared by a PodGroup's pods."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class JobScheduling(WireModel):
+    """KEP-969 level 3: every Job (replica) of the targeted ReplicatedJob is its own PodGroup."""
+
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: DisruptionMode | None = None
+    resource_claims: list[PodGroupResourceClaim] = Field(default_factory=list, max_length=4)
+
+
+class ReplicatedJobScheduling(WireModel):
+    """KEP-969 level 2: one PodGroup shared by the targeted ReplicatedJobs (or, with ``job``,
+    one per Job of the single targeted ReplicatedJob)."""
+
+    target_replicated_jobs: list[str] = Field(default_factory=list, max_length=50)
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: DisruptionMode | None = None
+    resource_claims: list[PodGroupResourceClaim] = Field(default_factory=list, max_length=4)
+    job: JobScheduling | None = None
+
+
+class JobSetScheduling(WireModel):
+    """KEP-969 ``spec.scheduling``: either the top-level fields (one PodGroup for the JobSet) or
+    ``replicatedJobs`` (groups per ReplicatedJob), never both (docs/behaviour.md#gang-scheduling).
+    """
+
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: DisruptionMode | None = None
+    replicated_jobs: list[ReplicatedJobScheduling] = Field(default_factory=list, max_length=50)
+
+
 class JobSetSpec(WireModel):
     """The desired state of a JobSet (docs/behaviour.md#spec)."""
 
@@ -274,6 +352,7 @@ class JobSetSpec(WireModel):
     managed_by: str | None = None
     ttl_seconds_after_finished: StrictInt | None = Field(default=None, ge=0)
     volume_claim_policies: list[VolumeClaimPolicy] = Field(default_factory=list, max_length=50)
+    scheduling: JobSetScheduling | None = None
 
 
 # --- JobSet status ----------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from jobset_controller.api.naming import (
     pvc_name,
     subdomain,
 )
+from jobset_controller.api.scheduling_validation import check_scheduling, check_scheduling_update
 from jobset_controller.api.types import (
     Coordinator,
     FailurePolicy,
@@ -168,6 +169,7 @@ def validate_create(
         *_check_failure_policy(js, features),
         *_check_coordinator(js, name),
         *_check_volume_claim_policies(js, name, existing_pvcs),
+        *check_scheduling(js, features),
     ]
 
 
@@ -664,6 +666,9 @@ def validate_update(
         errors.append(
             FieldError("spec.managedBy", "Invalid", FIELD_IS_IMMUTABLE, new.spec.managed_by)
         )
+    if new.spec.scheduling is not None or old.spec.scheduling is not None:
+        errors += check_scheduling_update(old, new)
+        errors += check_scheduling(new, features)
     return errors
 
 

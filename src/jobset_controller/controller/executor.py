@@ -31,14 +31,31 @@ from typing import Any, TypeVar, assert_never
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from jobset_controller.controller.resources import JOBS, JOBSETS, PVCS, SERVICES
-from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
+from jobset_controller.controller.resources import (
+    JOBS,
+    JOBSETS,
+    POD_GROUPS,
+    PVCS,
+    SERVICES,
+    WORKLOADS,
+)
+from jobset_controller.reconcile import (
+    WRITE_ORDER,
+    Event,
+    JobDelete,
+    JobPatch,
+    Plan,
+    SchedulingWrite,
+    WritePhase,
+)
 from jobset_controller.reconcile.catalogue import (
     FAILED_RESOURCE_PROPAGATION_EVENT,
     HEADLESS_SERVICE_CREATION_FAILED_EVENT,
     JOB_CREATION_FAILED_EVENT,
+    POD_GROUP_CREATION_FAILED_EVENT,
     PVC_CREATION_FAILED_EVENT,
     WARNING,
+    WORKLOAD_CREATION_FAILED_EVENT,
     failed_resource_propagation_message,
     job_creation_failed_message,
 )
@@ -105,6 +122,11 @@ async def _bounded(items: Iterable[T], limit: int, action: Callable[[T], Awaitab
                 group.create_task(one(item))
     except BaseExceptionGroup as failures:
         raise failures.exceptions[0] from None
+
+
+def _scheduling_path(namespace: str, write: SchedulingWrite) -> str:
+    resource = WORKLOADS if write.kind == "Workload" else POD_GROUPS
+    return resource.path(namespace, write.name)
 
 
 class Executor:
@@ -178,6 +200,30 @@ class Executor:
                 for pvc in plan.pvcs_to_create:
                     await self._create_other(
                         regarding, PVCS.path(namespace), pvc, PVC_CREATION_FAILED_EVENT
+                    )
+            case WritePhase.DELETE_SCHEDULING:
+                for write in plan.scheduling_to_delete:
+                    await self._delete(_scheduling_path(namespace, write), write.uid)
+            case WritePhase.CREATE_WORKLOAD:
+                if plan.workload_to_create is not None:
+                    await self._create_other(
+                        regarding,
+                        WORKLOADS.path(namespace),
+                        plan.workload_to_create,
+                        WORKLOAD_CREATION_FAILED_EVENT,
+                    )
+            case WritePhase.CREATE_POD_GROUPS:
+                for pod_group in plan.pod_groups_to_create:
+                    await self._create_other(
+                        regarding,
+                        POD_GROUPS.path(namespace),
+                        pod_group,
+                        POD_GROUP_CREATION_FAILED_EVENT,
+                    )
+            case WritePhase.PATCH_SCHEDULING:
+                for write in plan.scheduling_to_patch:
+                    await self._client.merge_patch(
+                        _scheduling_path(namespace, write), dict(write.patch or {})
                     )
             case WritePhase.CREATE_JOBS:
                 await self._create_jobs(regarding, namespace, plan.jobs_to_create, on_created)

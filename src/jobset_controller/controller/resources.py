@@ -16,3 +16,6 @@ SERVICES: Final = Resource("", "v1", "services")
 PVCS: Final = Resource("", "v1", "persistentvolumeclaims")
 PODS: Final = Resource("", "v1", "pods")
 NODES: Final = Resource("", "v1", "nodes")
+# Gang scheduling (KEP-969): Kubernetes >= 1.37 with GenericWorkload and the v1beta1 API enabled.
+WORKLOADS: Final = Resource("scheduling.k8s.io", "v1beta1", "workloads")
+POD_GROUPS: Final = Resource("scheduling.k8s.io", "v1beta1", "podgroups")

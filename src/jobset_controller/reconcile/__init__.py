@@ -84,6 +84,7 @@ from jobset_controller.reconcile.plan import (
     JobDelete,
     JobPatch,
     Plan,
+    SchedulingWrite,
     WritePhase,
 )
 from jobset_controller.reconcile.snapshot import Snapshot
@@ -99,6 +100,7 @@ __all__ = [
     "JobDelete",
     "JobPatch",
     "Plan",
+    "SchedulingWrite",
     "Snapshot",
     "WritePhase",
     "reconcile",

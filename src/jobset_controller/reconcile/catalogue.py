@@ -113,6 +113,20 @@ def failed_resource_propagation_message(error: str) -> str:
     )
 
 
+# Gang scheduling (KEP-969, JobSetWorkloadAwareSchedulingAPI): a Warning event (at once) when the
+# API server does not serve scheduling.k8s.io/v1beta1 Workloads and PodGroups (Kubernetes < 1.37,
+# or the GenericWorkload gate / the v1beta1 runtime-config off). The Jobs are still created and
+# their pods schedule one by one; nothing is retried against the missing API.
+WORKLOAD_API_UNAVAILABLE_EVENT: Final = "WorkloadAPIUnavailable"
+WORKLOAD_API_UNAVAILABLE_MESSAGE: Final = (
+    "spec.scheduling is set but the API server does not serve scheduling.k8s.io/v1beta1 "
+    "Workloads and PodGroups (Kubernetes >= 1.37 with the GenericWorkload feature gate and "
+    "--runtime-config=scheduling.k8s.io/v1beta1=true); pods are scheduled without gangs"
+)
+# Warning event (executor) when a Workload or PodGroup cannot be created, patched or deleted.
+WORKLOAD_CREATION_FAILED_EVENT: Final = "WorkloadCreationFailed"
+POD_GROUP_CREATION_FAILED_EVENT: Final = "PodGroupCreationFailed"
+
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
 FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"

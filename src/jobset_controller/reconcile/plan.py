@@ -24,8 +24,12 @@ class WritePhase(enum.Enum):
     """One kind of child-object write of a Plan; ``WRITE_ORDER`` says when each runs."""
 
     DELETE_JOBS = "jobs_to_delete"
+    DELETE_SCHEDULING = "scheduling_to_delete"
     CREATE_SERVICE = "service_to_create"
     CREATE_PVCS = "pvcs_to_create"
+    CREATE_WORKLOAD = "workload_to_create"
+    CREATE_POD_GROUPS = "pod_groups_to_create"
+    PATCH_SCHEDULING = "scheduling_to_patch"
     CREATE_JOBS = "jobs_to_create"
     PATCH_JOBS = "jobs_to_patch"
 
@@ -35,11 +39,18 @@ class WritePhase(enum.Enum):
 # - Deletes first: a restart replaces Jobs by Jobs of the same names, which can be created only
 #   once the old ones are gone, so their deletion starts as early as possible.
 # - The Service and the claims before the Jobs: pods must find their DNS records and volumes.
+# - Gang scheduling (KEP-969): a suspend deletes the Workload and PodGroups with the other
+#   deletes; the Workload, then its PodGroups, then their minCount patches come before the Jobs,
+#   so no pod ever names a PodGroup the scheduler cannot find (KEP-5547's creation order).
 # - Patches touch only Jobs that already exist; they close the child writes.
 WRITE_ORDER: Final[tuple[WritePhase, ...]] = (
     WritePhase.DELETE_JOBS,
+    WritePhase.DELETE_SCHEDULING,
     WritePhase.CREATE_SERVICE,
     WritePhase.CREATE_PVCS,
+    WritePhase.CREATE_WORKLOAD,
+    WritePhase.CREATE_POD_GROUPS,
+    WritePhase.PATCH_SCHEDULING,
     WritePhase.CREATE_JOBS,
     WritePhase.PATCH_JOBS,
 )
@@ -102,6 +113,26 @@ class JobPatch:
             raise ValueError(f"JobPatch of {self.name} has an unknown reason {self.reason!r}")
 
 
+SCHEDULING_KINDS: Final = frozenset({"Workload", "PodGroup"})
+
+
+@dataclass(frozen=True)
+class SchedulingWrite:
+    """A delete (``patch`` None; UID precondition) or a JSON merge patch of the JobSet's Workload
+    or one of its PodGroups (scheduling.k8s.io/v1beta1; docs/behaviour.md#gang-scheduling)."""
+
+    kind: str
+    name: str
+    uid: str = ""
+    patch: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCHEDULING_KINDS:
+            raise ValueError(f"SchedulingWrite of an unknown kind {self.kind!r}")
+        if not self.name:
+            raise ValueError("SchedulingWrite needs a name")
+
+
 @dataclass(frozen=True)
 class Event:
     """An event about the JobSet (``regarding`` the JobSet, ``related`` unset).
@@ -152,6 +183,10 @@ class Plan:
         completed: The status write makes the JobSet Completed for the first time (the executor
             then counts ``jobset_completed_total`` once, after a successful write).
         failed: The same for Failed and ``jobset_failed_total``.
+        workload_to_create: Gang scheduling: the JobSet's Workload manifest, when it is missing.
+        pod_groups_to_create: Gang scheduling: the PodGroup manifests that are missing.
+        scheduling_to_patch: Gang scheduling: minCount merge patches (elastic changes).
+        scheduling_to_delete: Gang scheduling: the Workload and PodGroups a suspend deletes.
     """
 
     jobs_to_create: tuple[Mapping[str, Any], ...] = ()
@@ -166,6 +201,10 @@ class Plan:
     delete_jobset: bool = False
     completed: bool = False
     failed: bool = False
+    workload_to_create: Mapping[str, Any] | None = None
+    pod_groups_to_create: tuple[Mapping[str, Any], ...] = ()
+    scheduling_to_patch: tuple[SchedulingWrite, ...] = ()
+    scheduling_to_delete: tuple[SchedulingWrite, ...] = ()
 
     def __post_init__(self) -> None:
         if self.requeue_after is not None and self.requeue_after < 0:
@@ -181,6 +220,10 @@ class Plan:
         patched = [patch.name for patch in self.jobs_to_patch]
         if len(patched) != len(set(patched)):
             raise ValueError(f"more than one patch for a Job: {sorted(patched)}")
+        if any(write.patch is None for write in self.scheduling_to_patch):
+            raise ValueError("a scheduling patch without a patch")
+        if any(write.patch is not None for write in self.scheduling_to_delete):
+            raise ValueError("a scheduling delete with a patch")
         created = self.names_to_create()
         if len(created) != len(set(created)):
             raise ValueError(f"a Job name is created twice: {sorted(created)}")

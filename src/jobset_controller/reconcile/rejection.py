@@ -60,7 +60,9 @@ def find_rejection(js: JobSet, features: FeatureGates, *, realised: bool) -> Rej
         )
     if realised:
         return None
-    admission_gates = dataclasses.replace(features, restart_job=True, in_place_restart=True)
+    admission_gates = dataclasses.replace(
+        features, restart_job=True, in_place_restart=True, workload_aware_scheduling=True
+    )
     errors = validate_create(js, features=admission_gates)
     if not errors:
         return None

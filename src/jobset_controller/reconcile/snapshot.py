@@ -48,6 +48,12 @@ class Snapshot:
         pods: InPlaceRestart gate: the JobSet's pods (label ``jobset.sigs.k8s.io/jobset-name``),
             trimmed to what ``in_place_restart`` reads: name, phase, the in-place attempt
             annotation, the containers' ``restartCount``. Empty without the gate.
+        scheduling_api: JobSetWorkloadAwareSchedulingAPI gate: the API server serves
+            scheduling.k8s.io/v1beta1 Workloads and PodGroups (found by discovery). False: a
+            JobSet with ``spec.scheduling`` gets a WorkloadAPIUnavailable event and no writes of
+            them. ``plan`` simulates a cluster that serves them.
+        workload: The JobSet's Workload (controller ownerReference to the JobSet), if any.
+        pod_groups: The PodGroups the JobSet controls.
     """
 
     jobset: JobSet
@@ -59,6 +65,9 @@ class Snapshot:
     pod_webhooks: bool = False
     defer_children: bool = False
     pods: tuple[Mapping[str, Any], ...] = ()
+    scheduling_api: bool = True
+    workload: Mapping[str, Any] | None = None
+    pod_groups: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

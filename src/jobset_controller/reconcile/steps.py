@@ -53,6 +53,7 @@ from jobset_controller.reconcile.jobs import uid_of as job_uid
 from jobset_controller.reconcile.managed_by import is_managed_by_this_controller
 from jobset_controller.reconcile.plan import Event, JobDelete, JobPatch, Plan
 from jobset_controller.reconcile.rejection import find_rejection, validation_message
+from jobset_controller.reconcile.scheduling import SchedulingOutcome, link_jobs, plan_scheduling
 from jobset_controller.reconcile.service import service_to_create
 from jobset_controller.reconcile.snapshot import Snapshot
 from jobset_controller.reconcile.status import render_status, same_status
@@ -213,12 +214,14 @@ def _run(
     in_place = InPlaceOutcome(suspension.draft)
     if snapshot.features.in_place_restart and uses_in_place_restart(js):
         in_place = reconcile_in_place_restart(js, snapshot.pods, suspension.draft)
+    scheduling = plan_scheduling(snapshot, js, suspended=view.suspended)
     return _plan(
         snapshot,
         in_place.draft,
         status_fields=in_place.status_fields,
-        extra_events=() if in_place.event is None else (in_place.event,),
-        jobs_to_create=creation.jobs,
+        extra_events=(*(() if in_place.event is None else (in_place.event,)), *scheduling.events),
+        scheduling=scheduling,
+        jobs_to_create=link_jobs(creation.jobs, scheduling.groups),
         jobs_to_delete=deletes,
         jobs_to_patch=_merged_patches(view.children.active, elastic, suspension.patches),
         service_to_create=service_to_create(js, snapshot.service),
@@ -306,6 +309,7 @@ def _plan(
     delete_jobset: bool = False,
     status_fields: Mapping[str, Any] | None = None,
     extra_events: tuple[Event, ...] = (),
+    scheduling: SchedulingOutcome | None = None,
 ) -> Plan:
     """Step 17: the Plan, with the status only when it changed (and then its events);
     ``status_fields`` are set over the rendered status, ``extra_events`` are emitted at once."""
@@ -329,6 +333,10 @@ def _plan(
         delete_jobset=delete_jobset,
         completed=changed and _became(ConditionType.COMPLETED, old_conditions, draft),
         failed=changed and _became(ConditionType.FAILED, old_conditions, draft),
+        workload_to_create=None if scheduling is None else scheduling.workload_to_create,
+        pod_groups_to_create=() if scheduling is None else scheduling.pod_groups_to_create,
+        scheduling_to_patch=() if scheduling is None else scheduling.to_patch,
+        scheduling_to_delete=() if scheduling is None else scheduling.to_delete,
     )
 
 

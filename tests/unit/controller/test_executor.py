@@ -13,7 +13,15 @@ from jobset_controller.controller.executor import (
     JobSetMetrics,
     _summary,
 )
-from jobset_controller.reconcile import WRITE_ORDER, Event, JobDelete, JobPatch, Plan, WritePhase
+from jobset_controller.reconcile import (
+    WRITE_ORDER,
+    Event,
+    JobDelete,
+    JobPatch,
+    Plan,
+    SchedulingWrite,
+    WritePhase,
+)
 from jobset_controller.runtime.client import AlreadyExists, ApiError, Conflict, Forbidden, NotFound
 from jobset_controller.runtime.events import ObjectRef
 
@@ -98,6 +106,10 @@ async def test_writes_happen_in_the_fixed_order(parts: Any) -> None:
         service_to_create={"metadata": {"name": "js"}},
         pvcs_to_create=({"metadata": {"name": "data-js"}},),
         jobs_to_patch=(JobPatch(name="p", uid="u-p", resource_version="3", patch={"spec": {}}),),
+        scheduling_to_delete=(SchedulingWrite("PodGroup", "gone", uid="u-g"),),
+        workload_to_create={"metadata": {"name": "js-w"}},
+        pod_groups_to_create=({"metadata": {"name": "js-pg"}},),
+        scheduling_to_patch=(SchedulingWrite("PodGroup", "js-pg2", patch={"spec": {}}),),
         status=STATUS,
         completed=True,
         events=(Event(type="Normal", reason="AllJobsCompleted", note="done", after_status=True),),
@@ -106,8 +118,12 @@ async def test_writes_happen_in_the_fixed_order(parts: Any) -> None:
     targets = [(verb, path.rsplit("/", 2)[-2]) for verb, path in client.calls]
     assert targets == [
         ("delete", "jobs"),
+        ("delete", "podgroups"),  # a suspend's Workload and PodGroups go with the other deletes
         ("create", "services"),  # the Service and the claims before the Jobs that need them
         ("create", "persistentvolumeclaims"),
+        ("create", "workloads"),  # the Workload, its PodGroups, then their minCount patches:
+        ("create", "podgroups"),  # all before the Jobs whose pods name the PodGroups
+        ("patch", "podgroups"),
         ("create", "jobs"),
         ("patch", "jobs"),
         ("replace", "js"),  # .../jobsets/js/status, last
@@ -116,8 +132,12 @@ async def test_writes_happen_in_the_fixed_order(parts: Any) -> None:
     # The order above is the one the Plan declares, and the executor takes it from there.
     phase_of_call = {
         ("delete", "jobs"): WritePhase.DELETE_JOBS,
+        ("delete", "podgroups"): WritePhase.DELETE_SCHEDULING,
         ("create", "services"): WritePhase.CREATE_SERVICE,
         ("create", "persistentvolumeclaims"): WritePhase.CREATE_PVCS,
+        ("create", "workloads"): WritePhase.CREATE_WORKLOAD,
+        ("create", "podgroups"): WritePhase.CREATE_POD_GROUPS,
+        ("patch", "podgroups"): WritePhase.PATCH_SCHEDULING,
         ("create", "jobs"): WritePhase.CREATE_JOBS,
         ("patch", "jobs"): WritePhase.PATCH_JOBS,
     }

@@ -100,6 +100,11 @@ class JobSetBuilder:
         self._wire["spec"]["replicatedJobs"].append(rjob)
         return self
 
+    def scheduling(self, **fields: Any) -> JobSetBuilder:
+        """``spec.scheduling`` (KEP-969), e.g. ``scheduling(schedulingPolicy={"gang": {}})``."""
+        self._wire["spec"]["scheduling"] = copy.deepcopy(fields)
+        return self
+
     def suspend(self, value: bool = True) -> JobSetBuilder:
         self._wire["spec"]["suspend"] = value
         return self
@@ -312,6 +317,7 @@ def make_snapshot(
     service: Mapping[str, Any] | None = None,
     features: FeatureGates | None = None,
     now: datetime = NOW,
+    scheduling_api: bool = True,
 ) -> Snapshot:
     js = jobset.build() if isinstance(jobset, JobSetBuilder) else jobset
     return Snapshot(
@@ -320,6 +326,7 @@ def make_snapshot(
         service=service,
         now=now,
         features=features or FeatureGates(),
+        scheduling_api=scheduling_api,
     )
 
 
@@ -374,7 +381,42 @@ def apply_plan(snapshot: Snapshot, plan: Plan) -> Snapshot | None:
     service = snapshot.service
     if plan.service_to_create is not None:
         service = plan.service_to_create
-    return dataclasses.replace(snapshot, jobset=js, jobs=tuple(jobs), service=service)
+    workload, pod_groups = _apply_scheduling(snapshot, plan)
+    return dataclasses.replace(
+        snapshot,
+        jobset=js,
+        jobs=tuple(jobs),
+        service=service,
+        workload=workload,
+        pod_groups=pod_groups,
+    )
+
+
+def _apply_scheduling(
+    snapshot: Snapshot, plan: Plan
+) -> tuple[Mapping[str, Any] | None, tuple[Mapping[str, Any], ...]]:
+    """The Workload and PodGroups after the Plan's deletes, creates and minCount patches."""
+    deleted = {(write.kind, write.name) for write in plan.scheduling_to_delete}
+    patches = {(write.kind, write.name): write.patch for write in plan.scheduling_to_patch}
+
+    def kept(kind: str, obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        if obj is None or (kind, obj["metadata"]["name"]) in deleted:
+            return None
+        patch = patches.get((kind, obj["metadata"]["name"]))
+        return obj if patch is None else merge_patch(obj, patch)
+
+    workload = kept("Workload", snapshot.workload)
+    if plan.workload_to_create is not None:
+        workload = _with_uid(plan.workload_to_create)
+    groups = [kept("PodGroup", group) for group in snapshot.pod_groups]
+    groups += [_with_uid(group) for group in plan.pod_groups_to_create]
+    return workload, tuple(group for group in groups if group is not None)
+
+
+def _with_uid(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    new: dict[str, Any] = copy.deepcopy(dict(manifest))
+    new["metadata"]["uid"] = f"uid-{new['kind']}-{new['metadata']['name']}"
+    return new
 
 
 def settle(snapshot: Snapshot, *, passes: int = 10) -> tuple[Snapshot, Plan]:

@@ -105,8 +105,12 @@ def test_event_validation(type_: Any, reason: str) -> None:
 def test_the_write_order_names_every_kind_of_child_write_once() -> None:
     assert WRITE_ORDER == (
         WritePhase.DELETE_JOBS,
+        WritePhase.DELETE_SCHEDULING,
         WritePhase.CREATE_SERVICE,
         WritePhase.CREATE_PVCS,
+        WritePhase.CREATE_WORKLOAD,
+        WritePhase.CREATE_POD_GROUPS,
+        WritePhase.PATCH_SCHEDULING,
         WritePhase.CREATE_JOBS,
         WritePhase.PATCH_JOBS,
     )

@@ -1,0 +1,232 @@
+"""Gang scheduling (KEP-969, gate JobSetWorkloadAwareSchedulingAPI): the Workload, PodGroups and
+pod links a pass wants, decided from the snapshot (docs/behaviour.md#gang-scheduling).
+
+- Gate off, or no ``spec.scheduling``: nothing, ever (no Workload, no PodGroup, Jobs unchanged).
+- The API server does not serve scheduling.k8s.io/v1beta1 (``Snapshot.scheduling_api`` False):
+  one Warning event, no writes; the Jobs are built as without scheduling.
+- Suspended: the Workload and PodGroups the snapshot holds are deleted (nothing reserves
+  resources for a suspended JobSet); a resume recreates them under the same names.
+- Otherwise: the Workload (owned by the JobSet, one PodGroupTemplate per group) and each PodGroup
+  are created when missing; a computed Gang ``minCount`` that no longer matches the pods the group
+  represents (ElasticJobSet) is merge-patched on both; every new Job carries the template's name
+  in ``scheduling.k8s.io/group-template-name`` and its pods name their PodGroup in
+  ``spec.schedulingGroup.podGroupName``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jobset_controller.api import JobSet
+from jobset_controller.api.constants import JOB_INDEX_KEY, REPLICATED_JOB_NAME_KEY
+from jobset_controller.api.scheduling import (
+    GROUP_TEMPLATE_ANNOTATION,
+    SCHEDULING_API_VERSION,
+    SchedulingGroup,
+    group_of,
+    scheduling_groups,
+    workload_name,
+)
+from jobset_controller.reconcile.catalogue import (
+    WARNING,
+    WORKLOAD_API_UNAVAILABLE_EVENT,
+    WORKLOAD_API_UNAVAILABLE_MESSAGE,
+)
+from jobset_controller.reconcile.ownership import controller_reference
+from jobset_controller.reconcile.plan import Event, SchedulingWrite
+from jobset_controller.reconcile.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class SchedulingOutcome:
+    """The gang-scheduling part of a Plan (all empty when scheduling is not in force)."""
+
+    groups: tuple[SchedulingGroup, ...] = ()
+    workload_to_create: Mapping[str, Any] | None = None
+    pod_groups_to_create: tuple[Mapping[str, Any], ...] = ()
+    to_patch: tuple[SchedulingWrite, ...] = ()
+    to_delete: tuple[SchedulingWrite, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+def plan_scheduling(snapshot: Snapshot, js: JobSet, *, suspended: bool) -> SchedulingOutcome:
+    """The Workload/PodGroup writes of this pass, and the groups the new Jobs link to."""
+    if not snapshot.features.workload_aware_scheduling or js.spec.scheduling is None:
+        return SchedulingOutcome()
+    if not snapshot.scheduling_api:
+        if suspended:
+            return SchedulingOutcome()
+        event = Event(
+            WARNING, WORKLOAD_API_UNAVAILABLE_EVENT, WORKLOAD_API_UNAVAILABLE_MESSAGE, False
+        )
+        return SchedulingOutcome(events=(event,))
+    if suspended:
+        return SchedulingOutcome(to_delete=_deletes(snapshot))
+    groups = scheduling_groups(js)
+    existing = {_name(group): group for group in snapshot.pod_groups}
+    workload = workload_manifest(js, groups)
+    to_create = tuple(
+        pod_group_manifest(js, group) for group in groups if group.pod_group_name not in existing
+    )
+    patches = [
+        SchedulingWrite("PodGroup", group.pod_group_name, patch=_min_count_patch(group.min_count))
+        for group in groups
+        if group.pod_group_name in existing
+        and _stale_min_count(group, _policy(existing[group.pod_group_name].get("spec")))
+    ]
+    if snapshot.workload is not None:
+        patch = _workload_patch(snapshot.workload, groups)
+        if patch is not None:
+            patches.insert(0, SchedulingWrite("Workload", workload_name(js), patch=patch))
+    return SchedulingOutcome(
+        groups=groups,
+        workload_to_create=workload if snapshot.workload is None else None,
+        pod_groups_to_create=to_create,
+        to_patch=tuple(patches),
+    )
+
+
+def link_jobs(
+    jobs: Sequence[Mapping[str, Any]], groups: tuple[SchedulingGroup, ...]
+) -> tuple[Mapping[str, Any], ...]:
+    """The Job manifests with their group's template annotation and pod ``schedulingGroup``."""
+    if not groups:
+        return tuple(jobs)
+    return tuple(_linked(job, groups) for job in jobs)
+
+
+def workload_manifest(js: JobSet, groups: tuple[SchedulingGroup, ...]) -> dict[str, Any]:
+    """The JobSet's Workload: owned by it, one PodGroupTemplate per group."""
+    return {
+        "apiVersion": SCHEDULING_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(js),
+            "namespace": js.metadata.namespace,
+            "ownerReferences": [controller_reference(js)],
+        },
+        "spec": {
+            "controllerRef": {
+                "apiGroup": "jobset.x-k8s.io",
+                "kind": "JobSet",
+                "name": js.metadata.name,
+            },
+            "podGroupTemplates": [_template(group) for group in groups],
+        },
+    }
+
+
+def pod_group_manifest(js: JobSet, group: SchedulingGroup) -> dict[str, Any]:
+    """One PodGroup, made from its template and pointing back at it."""
+    template = _template(group)
+    del template["name"]
+    return {
+        "apiVersion": SCHEDULING_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": group.pod_group_name,
+            "namespace": js.metadata.namespace,
+            "ownerReferences": [controller_reference(js)],
+        },
+        "spec": {
+            "workloadRef": {
+                "workloadName": workload_name(js),
+                "templateName": group.template_name,
+            },
+            **template,
+        },
+    }
+
+
+def _template(group: SchedulingGroup) -> dict[str, Any]:
+    template: dict[str, Any] = {"name": group.template_name, "schedulingPolicy": _policy_of(group)}
+    if group.constraints:
+        template["schedulingConstraints"] = group.constraints
+    if group.disruption:
+        template["disruptionMode"] = group.disruption
+    if group.resource_claims:
+        template["resourceClaims"] = [dict(claim) for claim in group.resource_claims]
+    return template
+
+
+def _policy_of(group: SchedulingGroup) -> dict[str, Any]:
+    if group.policy == "Basic":
+        return {"basic": {}}
+    return {"gang": {"minCount": group.min_count}}
+
+
+def _policy(spec: Any) -> Mapping[str, Any]:
+    if not isinstance(spec, Mapping):
+        return {}
+    policy = spec.get("schedulingPolicy")
+    return policy if isinstance(policy, Mapping) else {}
+
+
+def _stale_min_count(group: SchedulingGroup, policy: Mapping[str, Any]) -> bool:
+    gang = policy.get("gang")
+    if group.policy != "Gang" or group.min_count_explicit or not isinstance(gang, Mapping):
+        return False
+    return bool(gang.get("minCount") != group.min_count)
+
+
+def _min_count_patch(min_count: int | None) -> dict[str, Any]:
+    return {"spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+
+
+def _workload_patch(
+    workload: Mapping[str, Any], groups: tuple[SchedulingGroup, ...]
+) -> dict[str, Any] | None:
+    """A merge patch of podGroupTemplates when a computed minCount changed (the list is atomic
+    for a merge patch, so it is sent whole, with the other fields as they are)."""
+    spec = workload.get("spec") or {}
+    templates = [dict(template) for template in spec.get("podGroupTemplates") or ()]
+    by_name = {group.template_name: group for group in groups}
+    changed = False
+    for template in templates:
+        group = by_name.get(str(template.get("name")))
+        if group is not None and _stale_min_count(group, _policy(template)):
+            template["schedulingPolicy"] = _policy_of(group)
+            changed = True
+    return {"spec": {"podGroupTemplates": templates}} if changed else None
+
+
+def _deletes(snapshot: Snapshot) -> tuple[SchedulingWrite, ...]:
+    writes = [
+        SchedulingWrite("PodGroup", _name(group), uid=_uid(group)) for group in snapshot.pod_groups
+    ]
+    if snapshot.workload is not None:
+        writes.append(
+            SchedulingWrite("Workload", _name(snapshot.workload), uid=_uid(snapshot.workload))
+        )
+    return tuple(writes)
+
+
+def _linked(job: Mapping[str, Any], groups: tuple[SchedulingGroup, ...]) -> Mapping[str, Any]:
+    metadata = job.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    rjob = str(labels.get(REPLICATED_JOB_NAME_KEY, ""))
+    index = int(labels.get(JOB_INDEX_KEY, "0") or 0)
+    group = group_of(groups, rjob, index)
+    if group is None:
+        return job
+    annotations = {
+        **(metadata.get("annotations") or {}),
+        GROUP_TEMPLATE_ANNOTATION: group.template_name,
+    }
+    spec = dict(job.get("spec") or {})
+    template = dict(spec.get("template") or {})
+    pod_spec = dict(template.get("spec") or {})
+    pod_spec["schedulingGroup"] = {"podGroupName": group.pod_group_name}
+    template["spec"] = pod_spec
+    spec["template"] = template
+    return {**job, "metadata": {**metadata, "annotations": annotations}, "spec": spec}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))

@@ -1,0 +1,355 @@
+"""Gang scheduling, KEP-969 (docs/behaviour.md#gang-scheduling): the pure decisions.
+
+One test per guarantee: which Workload and PodGroups a pass wants, their names and minCounts, the
+pods' links, suspend/resume, sequenced startup, elastic minCount patches, the missing API, and
+nothing at all with the gate off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobset_controller.api import FeatureGates
+from jobset_controller.api.scheduling import (
+    GROUP_TEMPLATE_ANNOTATION,
+    name_hash,
+    workload_name,
+)
+from jobset_controller.reconcile import Plan, reconcile
+
+if TYPE_CHECKING:
+    from tests.unit.reconcile.conftest import JobSetBuilder, Kit
+
+GATE = FeatureGates(workload_aware_scheduling=True)
+GATE_AND_ELASTIC = FeatureGates(workload_aware_scheduling=True, elastic_job_set=True)
+GANG: dict[str, Any] = {"schedulingPolicy": {"gang": {}}}
+
+
+def training(kit: Kit) -> JobSetBuilder:
+    """A leader (1 Job x 1 pod) and workers (2 Jobs x 4 pods): 9 pods."""
+    return (
+        kit.jobset()
+        .replicated_job("leader")
+        .replicated_job("workers", replicas=2, parallelism=4, completions=4)
+    )
+
+
+def first_pass(kit: Kit, builder: JobSetBuilder, **kwargs: Any) -> Plan:
+    return reconcile(kit.snapshot(builder, features=kwargs.pop("features", GATE), **kwargs))
+
+
+def present(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    assert obj is not None
+    return obj
+
+
+def pod_groups(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {group["metadata"]["name"]: dict(group) for group in plan.pod_groups_to_create}
+
+
+def links(plan: Plan) -> dict[str, tuple[str, str]]:
+    """Job name -> (template annotation, the pods' PodGroup)."""
+    return {
+        job["metadata"]["name"]: (
+            job["metadata"]["annotations"][GROUP_TEMPLATE_ANNOTATION],
+            job["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"],
+        )
+        for job in plan.jobs_to_create
+    }
+
+
+def test_gate_off_creates_no_workload_no_pod_group_and_leaves_jobs_unlinked(kit: Kit) -> None:
+    builder = training(kit).scheduling(**GANG)
+    plan = first_pass(kit, builder, features=FeatureGates())
+    unscheduled = first_pass(kit, training(kit), features=FeatureGates())
+    assert plan.workload_to_create is None
+    assert plan.pod_groups_to_create == ()
+    assert plan.jobs_to_create == unscheduled.jobs_to_create
+    assert plan.status == unscheduled.status  # not failed as invalid either
+
+
+def test_no_scheduling_field_creates_nothing_with_the_gate_on(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit))
+    assert plan.workload_to_create is None
+    assert plan.pod_groups_to_create == ()
+    assert all(
+        "schedulingGroup" not in job["spec"]["template"]["spec"] for job in plan.jobs_to_create
+    )
+
+
+def test_one_workload_owned_by_the_jobset(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG))
+    workload = plan.workload_to_create
+    assert workload is not None
+    assert workload["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert workload["kind"] == "Workload"
+    (owner,) = workload["metadata"]["ownerReferences"]
+    assert owner["kind"] == "JobSet"
+    assert owner["uid"] == kit.uid
+    assert owner["controller"] is True
+    assert workload["spec"]["controllerRef"] == {
+        "apiGroup": "jobset.x-k8s.io",
+        "kind": "JobSet",
+        "name": kit.name,
+    }
+
+
+def test_jobset_wide_gang_is_one_pod_group_with_min_count_all_pods(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG))
+    (group,) = plan.pod_groups_to_create
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 9}}
+    assert group["spec"]["workloadRef"] == {
+        "workloadName": workload_name(training(kit).build()),
+        "templateName": kit.name,
+    }
+    assert [t["name"] for t in present(plan.workload_to_create)["spec"]["podGroupTemplates"]] == [
+        kit.name
+    ]
+
+
+def test_empty_scheduling_defaults_to_a_jobset_wide_gang(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling())
+    (group,) = plan.pod_groups_to_create
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 9}}
+
+
+def test_explicit_min_count_is_kept(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(schedulingPolicy={"gang": {"minCount": 5}}))
+    (group,) = plan.pod_groups_to_create
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 5}}
+
+
+def test_top_level_pod_group_and_workload_are_named_jobset_dash_hash(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG))
+    expected = f"{kit.name}-{name_hash('JobSet', kit.namespace, kit.name)}"
+    assert present(plan.workload_to_create)["metadata"]["name"] == expected
+    assert list(pod_groups(plan)) == [expected]
+
+
+def test_every_pod_links_to_its_pod_group_and_every_job_names_its_template(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG))
+    (group,) = pod_groups(plan)
+    assert set(links(plan).values()) == {(kit.name, group)}
+    assert len(plan.jobs_to_create) == 3
+
+
+def test_per_replicated_job_groups_basic_or_gang(kit: Kit) -> None:
+    builder = training(kit).scheduling(
+        replicatedJobs=[
+            {"targetReplicatedJobs": ["leader"], "schedulingPolicy": {"basic": {}}},
+            {"targetReplicatedJobs": ["workers"]},
+        ]
+    )
+    plan = first_pass(kit, builder)
+    by_template = {g["spec"]["workloadRef"]["templateName"]: g for g in plan.pod_groups_to_create}
+    assert by_template["leader"]["spec"]["schedulingPolicy"] == {"basic": {}}
+    assert by_template["workers"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 8}}
+    leader_group = by_template["leader"]["metadata"]["name"]
+    hashed = name_hash("ReplicatedJob", kit.namespace, f"{kit.name}/leader")
+    assert leader_group == f"{kit.name}-leader-{hashed}"
+    assert links(plan)[f"{kit.name}-leader-0"] == ("leader", leader_group)
+    worker_group = by_template["workers"]["metadata"]["name"]
+    assert links(plan)[f"{kit.name}-workers-1"] == ("workers", worker_group)
+
+
+def test_targets_listed_together_share_one_group_named_after_them_joined(kit: Kit) -> None:
+    builder = training(kit).scheduling(
+        replicatedJobs=[{"targetReplicatedJobs": ["leader", "workers"]}]
+    )
+    plan = first_pass(kit, builder)
+    (group,) = plan.pod_groups_to_create
+    assert group["spec"]["workloadRef"]["templateName"] == "leader-workers"
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 9}}
+
+
+def test_job_level_gangs_are_one_pod_group_per_job(kit: Kit) -> None:
+    builder = training(kit).scheduling(
+        replicatedJobs=[
+            {"targetReplicatedJobs": ["leader"]},
+            {"targetReplicatedJobs": ["workers"], "job": {"schedulingPolicy": {"gang": {}}}},
+        ]
+    )
+    plan = first_pass(kit, builder)
+    templates = [t["name"] for t in present(plan.workload_to_create)["spec"]["podGroupTemplates"]]
+    assert templates == ["leader", "workers-0", "workers-1"]
+    by_template = {g["spec"]["workloadRef"]["templateName"]: g for g in plan.pod_groups_to_create}
+    assert by_template["workers-1"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert links(plan)[f"{kit.name}-workers-1"] == (
+        "workers-1",
+        by_template["workers-1"]["metadata"]["name"],
+    )
+
+
+def test_topology_disruption_and_claims_are_copied_to_the_template_and_pod_group(
+    kit: Kit,
+) -> None:
+    claim = {"name": "imex", "resourceClaimTemplateName": "imex-template"}
+    builder = training(kit).scheduling(
+        replicatedJobs=[
+            {"targetReplicatedJobs": ["leader"]},
+            {
+                "targetReplicatedJobs": ["workers"],
+                "schedulingConstraints": {"topology": [{"key": "cloud/rack"}]},
+                "disruptionMode": {"all": {}},
+                "resourceClaims": [claim],
+            },
+        ]
+    )
+    plan = first_pass(kit, builder)
+    template = present(plan.workload_to_create)["spec"]["podGroupTemplates"][1]
+    group = plan.pod_groups_to_create[1]
+    for spec in (template, group["spec"]):
+        assert spec["schedulingConstraints"] == {"topology": [{"key": "cloud/rack"}]}
+        assert spec["disruptionMode"] == {"all": {}}
+        assert spec["resourceClaims"] == [claim]
+
+
+def test_long_names_are_cut_to_a_dns_label_and_stay_distinct(kit: Kit) -> None:
+    names = [f"{letter * 18}" for letter in "abcd"]
+    builder = kit.jobset(name="j" * 15)
+    for name in names:
+        builder.replicated_job(name)
+    builder.scheduling(
+        replicatedJobs=[
+            {"targetReplicatedJobs": names[:2]},
+            {"targetReplicatedJobs": names[2:]},
+        ]
+    )
+    groups = list(pod_groups(first_pass(kit, builder)))
+    assert len(set(groups)) == 2
+    assert all(len(group) == 63 for group in groups)  # 15 + 1 + 37 + 11 would be 64
+    assert groups == list(pod_groups(first_pass(kit, builder)))  # deterministic
+
+
+def test_in_order_startup_uses_one_gang_per_replicated_job(kit: Kit) -> None:
+    builder = training(kit).in_order().scheduling(**GANG)
+    plan = first_pass(kit, builder)
+    by_template = {g["spec"]["workloadRef"]["templateName"]: g for g in plan.pod_groups_to_create}
+    assert set(by_template) == {"leader", "workers"}
+    assert by_template["leader"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 1}}
+    assert by_template["workers"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 8}}
+
+
+def test_depends_on_uses_one_gang_per_replicated_job_and_never_deadlocks(kit: Kit) -> None:
+    builder = (
+        kit.jobset()
+        .replicated_job("leader")
+        .replicated_job("workers", replicas=2, depends_on=[("leader", "Ready")])
+        .scheduling(**GANG)
+    )
+    snapshot = kit.snapshot(builder, features=GATE)
+    plan = reconcile(snapshot)
+    # Only the leader's Job is created now, and its own gang (minCount 1) can be satisfied.
+    assert [job["metadata"]["name"] for job in plan.jobs_to_create] == [f"{kit.name}-leader-0"]
+    groups = {g["spec"]["workloadRef"]["templateName"]: g for g in plan.pod_groups_to_create}
+    assert groups["leader"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 1}}
+    assert links(plan)[f"{kit.name}-leader-0"][0] == "leader"
+
+
+def test_steady_state_writes_nothing(kit: Kit) -> None:
+    snapshot, plan = kit.settle(kit.snapshot(training(kit).scheduling(**GANG), features=GATE))
+    assert snapshot.workload is not None
+    assert len(snapshot.pod_groups) == 1
+    assert kit.has_no_writes(plan)
+
+
+def test_suspend_deletes_the_workload_and_pod_groups(kit: Kit) -> None:
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    suspended = dataclasses.replace(running, jobset=builder.copy().suspend().build())
+    plan = reconcile(suspended)
+    deleted = {(write.kind, write.name, write.uid) for write in plan.scheduling_to_delete}
+    group = running.pod_groups[0]["metadata"]
+    workload = present(running.workload)["metadata"]
+    assert deleted == {
+        ("PodGroup", group["name"], group["uid"]),
+        ("Workload", workload["name"], workload["uid"]),
+    }
+    assert plan.workload_to_create is None
+    assert plan.pod_groups_to_create == ()
+
+
+def test_created_suspended_makes_no_workload(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG).suspend())
+    assert plan.workload_to_create is None
+    assert plan.pod_groups_to_create == ()
+
+
+def test_resume_recreates_them_under_the_same_names(kit: Kit) -> None:
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    names = (
+        present(running.workload)["metadata"]["name"],
+        running.pod_groups[0]["metadata"]["name"],
+    )
+    suspended, _ = kit.settle(dataclasses.replace(running, jobset=builder.copy().suspend().build()))
+    assert suspended.workload is None
+    assert suspended.pod_groups == ()
+    resumed = dataclasses.replace(suspended, jobset=builder.copy().suspend(False).build())
+    plan = reconcile(resumed)
+    assert present(plan.workload_to_create)["metadata"]["name"] == names[0]
+    assert [g["metadata"]["name"] for g in plan.pod_groups_to_create] == [names[1]]
+
+
+def test_elastic_scale_patches_the_computed_min_count(kit: Kit) -> None:
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE_AND_ELASTIC))
+    scaled = (
+        kit.jobset()
+        .replicated_job("leader")
+        .replicated_job("workers", replicas=2, parallelism=6, completions=6)
+        .scheduling(**GANG)
+    )
+    plan = reconcile(dataclasses.replace(running, jobset=scaled.build()))
+    patches = {(write.kind, write.name): write.patch for write in plan.scheduling_to_patch}
+    group = running.pod_groups[0]["metadata"]["name"]
+    assert patches[("PodGroup", group)] == {
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 13}}}
+    }
+    workload_patch = present(patches[("Workload", present(running.workload)["metadata"]["name"])])
+    assert workload_patch["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {
+        "gang": {"minCount": 13}
+    }
+    assert plan.pod_groups_to_create == ()
+    assert plan.workload_to_create is None
+
+
+def test_explicit_min_count_is_never_patched(kit: Kit) -> None:
+    explicit = {"schedulingPolicy": {"gang": {"minCount": 3}}}
+    running, _ = kit.settle(
+        kit.snapshot(training(kit).scheduling(**explicit), features=GATE_AND_ELASTIC)
+    )
+    scaled = (
+        kit.jobset()
+        .replicated_job("leader")
+        .replicated_job("workers", replicas=2, parallelism=6, completions=6)
+        .scheduling(**explicit)
+    )
+    plan = reconcile(dataclasses.replace(running, jobset=scaled.build()))
+    assert plan.scheduling_to_patch == ()
+
+
+def test_missing_scheduling_api_warns_and_writes_no_workload(kit: Kit) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG), scheduling_api=False)
+    assert plan.workload_to_create is None
+    assert plan.pod_groups_to_create == ()
+    (event,) = [e for e in plan.events if e.reason == "WorkloadAPIUnavailable"]
+    assert event.type == "Warning"
+    assert not event.after_status
+    assert "scheduling.k8s.io/v1beta1" in event.note
+    # The Jobs are still created, unlinked: the pods schedule one by one.
+    assert len(plan.jobs_to_create) == 3
+    assert all(
+        "schedulingGroup" not in job["spec"]["template"]["spec"] for job in plan.jobs_to_create
+    )
+
+
+def test_a_jobset_with_scheduling_that_bypassed_admission_with_the_gate_off_still_runs(
+    kit: Kit,
+) -> None:
+    plan = first_pass(kit, training(kit).scheduling(**GANG), features=FeatureGates())
+    assert len(plan.jobs_to_create) == 3
+    conditions = (plan.status or {}).get("conditions") or []
+    assert not any(condition["type"] == "Failed" for condition in conditions)
