@@ -79,6 +79,8 @@ class Simulation:
         outcome: A sentence when the simulation ended otherwise than with every Job created and
             running (the JobSet fails, completes, stays suspended...); "" otherwise.
         events: The events reconcile emitted on the way (e.g. a rejected JobSet's warning).
+        workload: Gang scheduling (KEP-969): the Workload manifest, or None.
+        pod_groups: Gang scheduling: the PodGroup manifests.
     """
 
     jobset: JobSet
@@ -89,6 +91,8 @@ class Simulation:
     not_created: tuple[str, ...]
     outcome: str
     events: tuple[Event, ...]
+    workload: Mapping[str, Any] | None = None
+    pod_groups: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def jobs(self) -> tuple[Mapping[str, Any], ...]:
@@ -112,6 +116,8 @@ def simulate(
     document = _stored(jobset, namespace)
     service: Mapping[str, Any] | None = None
     pvcs: dict[str, Mapping[str, Any]] = {}
+    workload: Mapping[str, Any] | None = None
+    pod_groups: dict[str, Mapping[str, Any]] = {}
     jobs: dict[str, dict[str, Any]] = {}
     passes: list[Pass] = []
     events: list[Event] = []
@@ -130,6 +136,8 @@ def simulate(
                 features=features,
                 existing_pvcs=frozenset(pvcs),
                 defer_children=defer_children,
+                workload=workload,
+                pod_groups=tuple(pod_groups.values()),
             )
         )
         events.extend(plan.events)
@@ -139,6 +147,10 @@ def simulate(
             service = plan.service_to_create
         for pvc in plan.pvcs_to_create:
             pvcs[str(pvc["metadata"]["name"])] = pvc
+        if plan.workload_to_create is not None:
+            workload = plan.workload_to_create
+        for group in plan.pod_groups_to_create:
+            pod_groups[_name(group)] = group
         if plan.failed or plan.completed:
             outcome = _finished_outcome(plan.status or {}, plan.failed)
             break
@@ -176,6 +188,8 @@ def simulate(
         not_created=not_created,
         outcome=outcome,
         events=tuple(events),
+        workload=workload,
+        pod_groups=tuple(pod_groups.values()),
     )
 
 

@@ -37,11 +37,15 @@ _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def manifests(simulation: Simulation) -> list[Mapping[str, Any]]:
-    """What the controller would create, in the order it writes them: Service, claims, Jobs."""
+    """What the controller would create, in the order it writes them: Service, claims, the
+    Workload and its PodGroups (gang scheduling), Jobs."""
     out: list[Mapping[str, Any]] = []
     if simulation.service is not None:
         out.append(simulation.service)
     out.extend(simulation.pvcs)
+    if simulation.workload is not None:
+        out.append(simulation.workload)
+    out.extend(simulation.pod_groups)
     out.extend(simulation.jobs)
     return out
 
@@ -70,6 +74,7 @@ def render_text(simulation: Simulation) -> str:
         lines.append(f"  coordinator: {coordinator}")
     lines.extend(_service_lines(simulation))
     lines.extend(_pvc_lines(simulation))
+    lines.extend(_scheduling_lines(simulation))
     lines.extend(_job_lines(simulation))
     if simulation.waits:
         lines.append("Creation waits on:")
@@ -118,6 +123,37 @@ def _pvc_lines(simulation: Simulation) -> list[str]:
     return lines
 
 
+def _scheduling_lines(simulation: Simulation) -> list[str]:
+    """Gang scheduling (KEP-969): the Workload and one line per PodGroup."""
+    if simulation.workload is None:
+        return []
+    lines = [f"Workload {simulation.workload['metadata']['name']} (scheduling.k8s.io/v1beta1):"]
+    lines.extend(f"  {line}" for line in pod_group_lines(simulation.pod_groups))
+    return lines
+
+
+def pod_group_lines(pod_groups: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``PodGroup <name>  template <t>  gang minCount N`` (or ``basic``), plus its topology,
+    disruption mode and claims when set; shared by ``plan`` and ``status``."""
+    lines: list[str] = []
+    for group in pod_groups:
+        spec = group.get("spec") or {}
+        policy = spec.get("schedulingPolicy") or {}
+        gang = policy.get("gang")
+        kind = f"gang minCount {gang.get('minCount')}" if isinstance(gang, Mapping) else "basic"
+        template = (spec.get("workloadRef") or {}).get("templateName", "-")
+        line = f"PodGroup {group['metadata']['name']}  template {template}  {kind}"
+        topology = (spec.get("schedulingConstraints") or {}).get("topology") or ()
+        if topology:
+            line += "  topology " + ",".join(str(t.get("key")) for t in topology)
+        if spec.get("disruptionMode"):
+            line += "  disruption " + ",".join(spec["disruptionMode"])
+        if spec.get("resourceClaims"):
+            line += "  claims " + ",".join(str(c.get("name")) for c in spec["resourceClaims"])
+        lines.append(line)
+    return lines
+
+
 def _job_lines(simulation: Simulation) -> list[str]:
     jobs = simulation.jobs
     passes = simulation.passes
@@ -155,6 +191,9 @@ def _one_job(job: Mapping[str, Any], simulation: Simulation) -> list[str]:
     if EXCLUSIVE_KEY in annotations:
         strategy = "node-selector" if NODE_SELECTOR_STRATEGY_KEY in annotations else "affinity"
         lines.append(f"      exclusive per {annotations[EXCLUSIVE_KEY]} ({strategy} strategy)")
+    group = (pod_spec.get("schedulingGroup") or {}).get("podGroupName")
+    if group:
+        lines.append(f"      podGroup {group}")
     if pod_spec.get("nodeSelector"):
         selector = ",".join(f"{k}={v}" for k, v in pod_spec["nodeSelector"].items())
         lines.append(f"      nodeSelector {selector}")

@@ -20,6 +20,9 @@ class JobSetState:
     """One JobSet, its Jobs (controller-owned), their pods, the events about any of them.
 
     ``events`` are ``events.k8s.io/v1`` Events, oldest first; ``now`` is when it was read.
+    ``pod_groups``: gang scheduling (KEP-969), the PodGroups the JobSet controls;
+    ``scheduling_api`` False when the JobSet sets ``spec.scheduling`` and the API server does
+    not serve scheduling.k8s.io/v1beta1.
     """
 
     jobset: Obj
@@ -27,6 +30,8 @@ class JobSetState:
     pods: tuple[Obj, ...]
     events: tuple[Obj, ...]
     now: datetime
+    pod_groups: tuple[Obj, ...] = ()
+    scheduling_api: bool = True
 
 
 def section(obj: Obj | None, key: str) -> Obj:

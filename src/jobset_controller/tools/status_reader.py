@@ -8,13 +8,14 @@ listed by the ``jobset-name`` label and then kept only when their controller own
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
 
 from jobset_controller.api import JOBSET_NAME_KEY
-from jobset_controller.controller.resources import JOBS, JOBSETS
+from jobset_controller.controller.resources import JOBS, JOBSETS, POD_GROUPS
 from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller.runtime.resources import EVENTS, Resource
 from jobset_controller.tools.status_model import JobSetState, controller_uid, event_time, uid
@@ -47,7 +48,33 @@ async def read_states(
     except ApiError:
         events = []  # events are a help, not a requirement (a user may not be allowed to list)
     taken = now()
-    return [group(jobset, jobs, pods, events, taken) for jobset in jobsets]
+    states = [group(jobset, jobs, pods, events, taken) for jobset in jobsets]
+    if any((state.jobset.get("spec") or {}).get("scheduling") for state in states):
+        states = await _with_pod_groups(client, namespace, states)
+    return states
+
+
+async def _with_pod_groups(
+    client: KubeClient, namespace: str, states: list[JobSetState]
+) -> list[JobSetState]:
+    """Gang scheduling: each JobSet's PodGroups (controller-owned), or a note that the API
+    server does not serve them."""
+    try:
+        listing = _items(await client.get(POD_GROUPS.path(namespace)))
+    except ApiError:
+        return [
+            dataclasses.replace(state, scheduling_api=False)
+            if (state.jobset.get("spec") or {}).get("scheduling")
+            else state
+            for state in states
+        ]
+    return [
+        dataclasses.replace(
+            state,
+            pod_groups=tuple(g for g in listing if controller_uid(g) == uid(state.jobset)),
+        )
+        for state in states
+    ]
 
 
 def group(

@@ -17,6 +17,7 @@ from jobset_controller.api import (
     RESTARTS_KEY,
 )
 from jobset_controller.tools.diagnosis import diagnose
+from jobset_controller.tools.plan_render import pod_group_lines
 from jobset_controller.tools.status_model import (
     JobSetState,
     Obj,
@@ -61,9 +62,26 @@ def render(state: JobSetState, *, last_events: int = LAST_EVENTS) -> str:
                 f"    {entry.get('type')}={entry.get('status')}  {entry.get('reason', '')}: "
                 f"{entry.get('message', '')}  ({since})"
             )
+    lines.extend(_pod_groups(state))
     lines.extend(_replicated_jobs(state))
     lines.extend(_events(state, last_events))
     return "\n".join(lines) + "\n"
+
+
+def _pod_groups(state: JobSetState) -> list[str]:
+    """Gang scheduling (KEP-969): the PodGroups and their conditions."""
+    if not state.scheduling_api:
+        return ["  PodGroups: none (the API server does not serve scheduling.k8s.io/v1beta1)"]
+    if not state.pod_groups:
+        return []
+    lines = ["  PodGroups:"]
+    for group, line in zip(state.pod_groups, pod_group_lines(state.pod_groups), strict=True):
+        conditions = " ".join(
+            f"{entry.get('type')}={entry.get('status')}"
+            for entry in items(section(group, "status"), "conditions")
+        )
+        lines.append(f"    {line}" + (f"  {conditions}" if conditions else ""))
+    return lines
 
 
 def phase(js: Obj) -> str:

@@ -236,3 +236,54 @@ def test_plan_command_takes_defer_children(
     manifest.write_text(yaml.safe_dump({"apiVersion": "jobset.x-k8s.io/v1alpha2", **body}))
     assert main(["plan", "--defer-children", str(manifest)]) == 0
     assert "created at its first resume" in capsys.readouterr().out
+
+
+GANG = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: train}
+spec:
+  scheduling:
+    replicatedJobs:
+      - targetReplicatedJobs: [leader]
+        schedulingPolicy: {basic: {}}
+      - targetReplicatedJobs: [workers]
+  replicatedJobs:
+    - name: leader
+      template: {spec: {template: {spec: {containers: [{name: c, image: busybox}]}}}}
+    - name: workers
+      replicas: 2
+      template:
+        spec:
+          parallelism: 4
+          completions: 4
+          template: {spec: {containers: [{name: c, image: busybox}]}}
+"""
+GATE = "JobSetWorkloadAwareSchedulingAPI=true"
+
+
+def test_plan_shows_the_workload_and_pod_groups_with_the_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "gang.yaml"
+    manifest.write_text(GANG)
+    assert main(["plan", "--feature-gates", GATE, str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert "Workload train-" in out
+    assert "template leader  basic" in out
+    assert "template workers  gang minCount 8" in out
+    assert "      podGroup train-workers-" in out
+    assert main(["plan", "--feature-gates", GATE, "-o", "yaml", str(manifest)]) == 0
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(capsys.readouterr().out)]
+    assert kinds == ["Service", "Workload", "PodGroup", "PodGroup", "Job", "Job", "Job"]
+
+
+def test_validate_and_plan_refuse_scheduling_with_the_gate_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "gang.yaml"
+    manifest.write_text(GANG)
+    assert main(["validate", str(manifest)]) == 1
+    assert "JobSetWorkloadAwareSchedulingAPI feature gate is disabled" in capsys.readouterr().out
+    assert main(["plan", str(manifest)]) == 1
+    assert "spec.scheduling: Forbidden" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -330,3 +331,26 @@ def test_tree_says_when_a_suspended_jobsets_jobs_are_deferred_to_its_first_resum
     )
     assert lines[leader + 1] == "    (no Jobs yet: created at the first resume, deferredChildren)"
     assert "    (no Jobs)" in lines  # workers wait for leader: not counted, not deferred
+
+
+def test_tree_shows_the_pod_groups_with_their_conditions() -> None:
+    js = a_jobset(spec={"scheduling": {"schedulingPolicy": {"gang": {}}}})
+    pod_group = {
+        "metadata": {"name": "js-0123456789", "ownerReferences": owner("js-uid")},
+        "spec": {
+            "workloadRef": {"workloadName": "js-0123456789", "templateName": "js"},
+            "schedulingPolicy": {"gang": {"minCount": 3}},
+        },
+        "status": {"conditions": [{"type": "PodGroupScheduled", "status": "False"}]},
+    }
+    text = render(dataclasses.replace(state(js, (), (), ()), pod_groups=(pod_group,)))
+    assert (
+        "    PodGroup js-0123456789  template js  gang minCount 3  PodGroupScheduled=False"
+        in text.splitlines()
+    )
+
+
+def test_tree_says_when_the_scheduling_api_is_not_served() -> None:
+    js = a_jobset(spec={"scheduling": {}})
+    text = render(dataclasses.replace(state(js, (), (), ()), scheduling_api=False))
+    assert "  PodGroups: none (the API server does not serve scheduling.k8s.io/v1beta1)" in text
