@@ -412,9 +412,12 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
         refused_for_its_existing_claim, "the existing claim read and checked", 30, interval=0.2
     )
 
+    # Grants that need an API the pinned cluster does not serve (gang scheduling's, 1.37) are
+    # exercised where it is served, not here.
     declared = {
         (grant.group, grant.resource, verb)
         for grant in CLUSTER_GRANTS + NAMESPACE_GRANTS
+        if not grant.needs
         for verb in grant.verbs
     }
 

@@ -46,6 +46,7 @@ from jobset_controller.controller.expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import JOBSET_PODS
+from jobset_controller.controller.scheduling import build_scheduling_informers
 from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
@@ -99,11 +100,15 @@ class JobSetController:
         placement_mode: PlacementMode | None = None,
         defer_children: bool = False,
         pods: Informer | None = None,
+        scheduling_api: bool = False,
     ) -> None:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
         affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
         `deferredChildren.enable` (`Snapshot.defer_children`). `pods`: the pod cache indexed
-        by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only."""
+        by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only.
+        `scheduling_api`: with the JobSetWorkloadAwareSchedulingAPI gate, discovery found
+        scheduling.k8s.io/v1beta1; the Workload and PodGroup informers are then built here
+        (`controller.scheduling`)."""
         self._placement_mode = placement_mode
         self._pods = pods
         self._enqueue = enqueue
@@ -114,6 +119,10 @@ class JobSetController:
         self.jobsets, self.jobs, self.services, self.pvcs = build_informers(
             client, enqueue, clock=clock, rng=rng, job_seen=self.expectations.observed
         )
+        self._scheduling_api = scheduling_api
+        self.scheduling: tuple[Informer, Informer] | None = None
+        if features.workload_aware_scheduling and scheduling_api:
+            self.scheduling = build_scheduling_informers(client, enqueue, clock=clock, rng=rng)
         self._executor = executor
         self._recorder = recorder
         self._features = features
@@ -124,7 +133,8 @@ class JobSetController:
 
     @property
     def informers(self) -> tuple[Informer, ...]:
-        return (self.jobsets, self.jobs, self.services, self.pvcs)
+        own = (self.jobsets, self.jobs, self.services, self.pvcs)
+        return own if self.scheduling is None else (*own, *self.scheduling)
 
     def _snapshot(self, raw: dict[str, Any], uid: str) -> Snapshot | str:
         """The inputs of one pass around the cached JobSet `raw` (whose UID is `uid`), or why it
@@ -151,7 +161,20 @@ class JobSetController:
             pod_webhooks=self._pod_webhooks(),
             defer_children=self._defer_children,
             pods=self._pods_of(raw),
+            scheduling_api=self._scheduling_api,
+            workload=self._workload_of(uid),
+            pod_groups=self._pod_groups_of(uid),
         )
+
+    def _workload_of(self, uid: str) -> Mapping[str, Any] | None:
+        if self.scheduling is None:
+            return None
+        return next(iter(self.scheduling[0].store.by_index(OWNER_UID, uid)), None)
+
+    def _pod_groups_of(self, uid: str) -> tuple[Mapping[str, Any], ...]:
+        if self.scheduling is None:
+            return ()
+        return tuple(self.scheduling[1].store.by_index(OWNER_UID, uid))
 
     def _pods_of(self, raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
         if self._pods is None or not _uses_in_place_restart(raw):

@@ -40,6 +40,9 @@ class Grant:
     verbs: tuple[str, ...]
     why: str
     resource_names: tuple[str, ...] = ()
+    # What the API server must offer before the grant can be used ("" for every supported
+    # cluster); the least-privilege test on the pinned version skips grants that need more.
+    needs: str = ""
 
     def rule(self) -> dict[str, Any]:
         rule: dict[str, Any] = {"apiGroups": [self.group], "resources": [self.resource]}
@@ -48,6 +51,9 @@ class Grant:
         rule["verbs"] = list(self.verbs)
         return rule
 
+
+# Kubernetes >= 1.37 with GenericWorkload and scheduling.k8s.io/v1beta1 served (KEP-969).
+GANG_SCHEDULING_API: Final = "scheduling.k8s.io/v1beta1 (Kubernetes >= 1.37)"
 
 # The ClusterRole: JobSets and their children in every namespace.
 CLUSTER_GRANTS: Final[tuple[Grant, ...]] = (
@@ -118,6 +124,23 @@ CLUSTER_GRANTS: Final[tuple[Grant, ...]] = (
         ("list", "watch"),
         "exclusive placement: node labels (the leader's topology domain), a trimmed cache read "
         "by the pod webhooks and the pod controller (controller.pods)",
+    ),
+    Grant(
+        "scheduling.k8s.io",
+        "workloads",
+        ("create", "delete", "list", "patch", "watch"),
+        "gang scheduling (JobSetWorkloadAwareSchedulingAPI): the Workload informer; create one "
+        "per JobSet, delete on suspend, merge-patch minCount on elastic changes (executor)",
+        needs=GANG_SCHEDULING_API,
+    ),
+    Grant(
+        "scheduling.k8s.io",
+        "podgroups",
+        ("create", "delete", "list", "patch", "watch"),
+        "gang scheduling (JobSetWorkloadAwareSchedulingAPI): the PodGroup informer; create the "
+        "JobSet's PodGroups, delete on suspend, merge-patch minCount on elastic changes "
+        "(executor)",
+        needs=GANG_SCHEDULING_API,
     ),
     Grant(
         "authentication.k8s.io",

@@ -54,9 +54,11 @@ def build(
     identity: str,
     clock: Clock,
     rng: RandomSource,
+    scheduling_api: bool = False,
 ) -> Parts:
     """Build every part on `client` and add its runnables; CertificateError if a configured
-    certificate cannot be loaded."""
+    certificate cannot be loaded. `scheduling_api`: discovery found the Workload and PodGroup
+    API (asked only with the JobSetWorkloadAwareSchedulingAPI gate)."""
     config, add = options.config, runnables.add
     features = FeatureGates.from_mapping(config.feature_gates)
     wiring = controllers.Wiring(
@@ -80,6 +82,7 @@ def build(
         registry=registry,
         defer_children=config.deferred_children.enable,
         pods=pods.controller if features.in_place_restart else None,
+        scheduling_api=scheduling_api,
     )
 
     for part in _metrics(options, review_client, registry=registry, clock=clock):

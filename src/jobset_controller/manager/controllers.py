@@ -198,6 +198,7 @@ def jobset_unit(
     registry: CollectorRegistry,
     defer_children: bool = False,
     pods: PodPlacementController | None = None,
+    scheduling_api: bool = False,
 ) -> JobSetUnit:
     """`pods`: with the InPlaceRestart gate, the pod controller whose cache the in-place pass
     reads; its JobSet pods' changes then wake this unit's JobSets."""
@@ -207,6 +208,7 @@ def jobset_unit(
         placement_mode=placement_mode,
         defer_children=defer_children,
         pods=None if pods is None else pods.pods,
+        scheduling_api=scheduling_api,
         enqueue=queue.add,
         executor=Executor(wiring.client, recorder, JobSetMetrics(registry)),
         recorder=recorder,

@@ -44,6 +44,7 @@ from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector
 
 from jobset_controller import __version__
 from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.controller.scheduling import scheduling_api_served
 from jobset_controller.manager import assembly, certificates, controllers, leadership, servers
 from jobset_controller.manager.environment import (
     ManagerOptions,
@@ -135,7 +136,8 @@ class Manager:
             async with contextlib.AsyncExitStack() as stack:
                 clients = await self._connect(stack)
                 stack.push_async_callback(self.runnables.stop_all)
-                self._build(clients)
+                scheduling_api = await self._discover_scheduling_api(clients.main)
+                self._build(clients, scheduling_api=scheduling_api)
                 await self.runnables.start(Group.SERVERS)
                 await self.runnables.start(Group.WEBHOOKS)
                 await self._sync_caches()
@@ -183,7 +185,22 @@ class Manager:
         stack.push_async_callback(reviews.close)
         return _Clients(main, reviews)
 
-    def _build(self, clients: _Clients) -> None:
+    async def _discover_scheduling_api(self, client: KubeClient) -> bool:
+        """With the JobSetWorkloadAwareSchedulingAPI gate only: whether the API server serves
+        the Workload and PodGroup API (controller.scheduling). Without it the controller runs
+        and says so per JobSet (WorkloadAPIUnavailable) instead of failing."""
+        gates = self.options.config.feature_gates
+        if not gates.get("JobSetWorkloadAwareSchedulingAPI", False):
+            return False
+        served = await scheduling_api_served(client)
+        if not served:
+            log.warning(
+                "JobSetWorkloadAwareSchedulingAPI is on but the API server does not serve "
+                "scheduling.k8s.io/v1beta1 workloads and podgroups; gang scheduling is off"
+            )
+        return served
+
+    def _build(self, clients: _Clients, *, scheduling_api: bool = False) -> None:
         """Construct every part and declare its runnables; nothing runs or listens yet."""
         try:
             parts = assembly.build(
@@ -195,6 +212,7 @@ class Manager:
                 identity=self.identity,
                 clock=self.clock,
                 rng=self.rng,
+                scheduling_api=scheduling_api,
             )
         except certificates.CertificateError as error:
             log.error(str(error))
