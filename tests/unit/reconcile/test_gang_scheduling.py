@@ -353,3 +353,29 @@ def test_a_jobset_with_scheduling_that_bypassed_admission_with_the_gate_off_stil
     assert len(plan.jobs_to_create) == 3
     conditions = (plan.status or {}).get("conditions") or []
     assert not any(condition["type"] == "Failed" for condition in conditions)
+
+
+def test_a_restart_keeps_the_workload_and_links_the_recreated_jobs_the_same_way(kit: Kit) -> None:
+    builder = training(kit).failure_policy(max_restarts=1).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    failed = kit.job("workers", 0, state="failed", parallelism=4, completions=4)
+    jobs = tuple(
+        failed if job["metadata"]["name"] == failed["metadata"]["name"] else job
+        for job in running.jobs
+    )
+    restarting = dataclasses.replace(running, jobs=jobs)
+    plan = reconcile(restarting)
+    assert plan.status is not None
+    assert plan.status["restarts"] == 1
+    assert plan.scheduling_to_delete == ()
+    after, _ = kit.settle(restarting)
+    assert after.workload == running.workload
+    assert after.pod_groups == running.pod_groups
+    (group,) = after.pod_groups
+    linked = {
+        job["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"] for job in after.jobs
+    }
+    assert linked == {group["metadata"]["name"]}
+    assert {
+        job["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] for job in after.jobs
+    } == {"1"}
