@@ -264,8 +264,20 @@ async def test_a_refused_resource_propagation_records_failed_resource_propagatio
             Plan(pvcs_to_create=({"metadata": {"name": "data-js"}},)),
             "PVCCreationFailed",
         ),
+        (
+            ("create", "/workloads/js-w"),
+            Plan(workload_to_create={"metadata": {"name": "js-w"}}, jobs_to_create=(job("j"),)),
+            "WorkloadCreationFailed",
+        ),
+        (
+            ("create", "/podgroups/js-pg"),
+            Plan(
+                pod_groups_to_create=({"metadata": {"name": "js-pg"}},), jobs_to_create=(job("j"),)
+            ),
+            "PodGroupCreationFailed",
+        ),
     ],
-    ids=["service", "pvc"],
+    ids=["service", "pvc", "workload", "pod group"],
 )
 async def test_a_refused_service_or_claim_emits_its_warning_and_stops(
     parts: Any, failing: tuple[str, str], plan: Plan, reason: str
@@ -275,6 +287,22 @@ async def test_a_refused_service_or_claim_emits_its_warning_and_stops(
     with pytest.raises(ExecutionError):
         await executor.execute(JOBSET, plan)
     assert recorder.events == [("Warning", reason, "exceeded quota")]
+    assert not any(path.endswith("/jobs/j") for _, path in client.calls), "no pod without its group"
+
+
+async def test_a_suspends_scheduling_deletes_use_the_v1beta1_paths_pod_groups_first(parts: Any) -> None:
+    client, _, _, executor = parts
+    plan = Plan(
+        scheduling_to_delete=(
+            SchedulingWrite("PodGroup", "js-pg", uid="u-pg"),
+            SchedulingWrite("Workload", "js-w", uid="u-w"),
+        ),
+    )
+    await executor.execute(JOBSET, plan)
+    assert client.calls == [
+        ("delete", "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups/js-pg"),
+        ("delete", "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/workloads/js-w"),
+    ]
 
 
 def test_a_failed_batch_raises_its_first_line_and_a_count_not_every_line() -> None:
