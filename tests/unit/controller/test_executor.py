@@ -290,7 +290,9 @@ async def test_a_refused_service_or_claim_emits_its_warning_and_stops(
     assert not any(path.endswith("/jobs/j") for _, path in client.calls), "no pod without its group"
 
 
-async def test_a_suspends_scheduling_deletes_use_the_v1beta1_paths_pod_groups_first(parts: Any) -> None:
+async def test_a_suspends_scheduling_deletes_use_the_v1beta1_paths_pod_groups_first(
+    parts: Any,
+) -> None:
     client, _, _, executor = parts
     plan = Plan(
         scheduling_to_delete=(
