@@ -22,9 +22,7 @@ later, HTTP/1.1 only by ALPN, 10 s for the handshake and the head, 120 s idle: o
    POSTed every 0.2 s on a fresh TLS connection, handshake included, with its latency (max,
    p99, median); then the connections close and RSS is read `--after` (30) seconds later.
    Issue 24's target for ours: peak under 150 MiB, every review answered within 1 s, RSS after
-   within 15% of the start. (The webhook server alone starts at ~53 MiB instead of the
-   controller's ~75, so the few MiB that Python's allocator keeps after a burst weigh more
-   there: see the README.)
+   within 15% of the start (the controller starts at ~62 MiB, the webhook server alone at ~52).
 
 Each `--src label=path` is one of our trees (`git archive <commit> src | tar -x -C /tmp/x` gives
 an earlier one); the Go server is measured once. Our server runs in the runtime-only venv, as the
@@ -500,14 +498,14 @@ async def main_async(args: argparse.Namespace) -> None:
             plane.start()
             for label, src in parse_src(args.src):
                 held_makers[label] = lambda label=label, src=src: ControllerServer(
-                    label, src, plane, cert_dir, Path(python)
+                    label, src.resolve(), plane, cert_dir, Path(python)
                 )
 
         clients = Clients(review_file)
         await clients.start()
         try:
             table: dict[str, dict[str, float]] = {label: {} for label in makers}
-            for kind in KINDS if args.conns else ():
+            for kind in args.kinds if args.conns else ():
                 for label, make in makers.items():
                     table[label][kind] = await per_connection(make, clients, kind, args.conns)
                     print(f"[{label}] {kind}: {table[label][kind]:.1f} KiB", flush=True)
@@ -534,7 +532,7 @@ def report(
         head += " | " + " | ".join(f"{o}/go" for o in ours) if go else ""
         print(head + " |")
         print("|---|" + "---:|" * (len(labels) + (len(ours) if go else 0)))
-        for kind in KINDS:
+        for kind in args.kinds:
             cells = [f"{table[label][kind]:.1f}" for label in labels]
             if go:
                 cells += [f"{table[o][kind] / max(table['go'][kind], 0.1):.2f}x" for o in ours]
@@ -585,6 +583,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", action="append", default=[], help="label=path of a src tree")
     parser.add_argument("--conns", type=int, default=1000, help="per-kind count (0: skip)")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--slow", type=int, default=4000, help="slow TLS count held (0: skip)")
     parser.add_argument("--hold", type=float, default=30.0)
     parser.add_argument("--after", type=float, default=30.0)

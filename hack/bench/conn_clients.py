@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ssl
 import sys
 from pathlib import Path
@@ -81,8 +82,10 @@ class Held(asyncio.Protocol):
             self.lost.set_result(None)
 
 
+@functools.cache
 def client_hello() -> bytes:
-    """A real ClientHello's bytes (TLS 1.2 and 1.3 offered, no verification)."""
+    """A real ClientHello's bytes (TLS 1.2 and 1.3 offered, no verification), made once: a
+    context loads the system's CA store (tens of ms), too slow to make one per connection."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -141,7 +144,8 @@ class Clients:
             if self.holding:
                 self.reconnects += 1
                 self.held.remove(held)
-                await self.open_one(kind, port, asyncio.Semaphore(1))
+                with contextlib.suppress(OSError):  # the server went away: stop
+                    await self.open_one(kind, port, asyncio.Semaphore(1))
 
         task = asyncio.get_running_loop().create_task(again())
         self.tasks.add(task)

@@ -13,9 +13,11 @@ What it guarantees:
   server did not say `Connection: close`, and not once it has been idle for `idle_timeout`
   (45 s, under the API server's 90 s, so the server is not the one closing it as we send;
   checked when a connection is taken, so an unused one can stay open until then).
-- Answers framed by Content-Length, chunked transfer encoding (trailers skipped), or the end of
-  the connection. Compression is never asked for: on a cluster network it costs both sides more
-  CPU than the bytes it saves.
+- Answers parsed by llhttp (`httptools`, as the servers parse requests), framed by
+  Content-Length, chunked transfer encoding (trailers skipped), or the end of the connection.
+  Why not our own parser any more: llhttp is maintained with Node.js, and measured it costs no
+  more CPU per request (hack/bench/cpu_bench.py; CHANGELOG, issue 24). Compression is never
+  asked for: on a cluster network it costs both sides more CPU than the bytes it saves.
 - A GET that fails on a REUSED connection before any answer byte arrived (the server closed it
   while idle) is sent once more, on a new connection. Other methods are not (as Go's transport):
   the server may have applied them, so the failure is the caller's to judge.
@@ -43,12 +45,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+import httptools
+
 _HEAD_LIMIT = 1 << 20  # bytes of status line + headers before the answer is called malformed
 _STREAM_HIGH_WATER = 1 << 22  # bytes buffered for a stream's reader before reading pauses
 _STREAM_LOW_WATER = 1 << 20
 _NO_BODY_STATUSES = frozenset((204, 304))
 _SAFE_METHODS = frozenset(("GET", "HEAD"))
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 class TransportError(ConnectionError):
@@ -130,13 +133,20 @@ def check_target(target: str) -> None:
 
 
 # ------------------------------------------------------------------------------- the wire
+class _Unasked(Exception):
+    """Raised from a parser callback to stop parsing: what follows was not asked for (a second
+    answer, or whatever comes after an answer whose body is not read)."""
+
+
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection: writes a request, parses the answer as bytes arrive.
 
-    Parser states: "idle" (no request), "head" (waiting for the blank line), "length" (counting
-    down Content-Length), "size" (a chunk-size line), "chunk" (chunk data), "chunk-end" (the
-    CRLF after a chunk), "trailer" (trailer lines until the blank one), "close" (body until EOF),
-    "done" (answer complete).
+    Answers are parsed by llhttp (`httptools`, the servers' parser too): framing by
+    Content-Length, chunks (trailers skipped) or the connection's end, interim 1xx answers
+    skipped. States: "idle" (no request), "head" (before the answer's headers are complete),
+    "body" (framed by length or chunks), "close" (body until EOF), "done" (answer complete).
+    A parser serves the answers of one connection in turn; after an answer whose body is not
+    read (HEAD, a CONNECT tunnel) or a parse error it is replaced for the next request.
     """
 
     def __init__(self) -> None:
@@ -145,9 +155,9 @@ class _Connection(asyncio.Protocol):
         self.reusable = True
         self.received = 0  # bytes of the current answer received so far
         self.idle_since = 0.0
-        self._buffer = bytearray()
+        self._parser: httptools.HttpResponseParser | None = None
+        self._head_bytes = 0
         self._state = "idle"
-        self._remaining = 0
         self._status = 0
         self._headers: dict[str, str] = {}
         self._pieces: collections.deque[bytes] = collections.deque()
@@ -170,19 +180,37 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if self._state == "idle":  # bytes nobody asked for: the connection is not trustworthy
+        state = self._state
+        if state == "idle":  # bytes nobody asked for: the connection is not trustworthy
             self.reusable = False
             self._close_transport()
+            return
+        if state == "done":  # more than the answer: unasked for
+            self.reusable = False
             return
         self.received += len(data)
         if self._silence is not None:
             assert self._loop is not None
             self._last_read = self._loop.time()
-        self._buffer += data
+        if state == "head":  # llhttp keeps no limit of its own on a head
+            if self._head_bytes > _HEAD_LIMIT:
+                self._fail(TransportError("answer headers larger than 1 MiB"))
+                return
+            self._head_bytes += len(data)
+        assert self._parser is not None
         try:
-            self._parse()
-        except TransportError as error:
-            self._fail(error)
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as error:
+            self._parser = None  # stopped mid-way: a new one for the next request
+            if not isinstance(error.__context__, _Unasked):
+                raise
+            self.reusable = False
+        except httptools.HttpParserError as error:
+            self._parser = None
+            if self._state == "done":  # what followed a whole answer: the answer stands
+                self.reusable = False
+            else:
+                self._fail(TransportError(f"malformed answer: {error}"))
 
     def eof_received(self) -> bool | None:
         self.reusable = False
@@ -205,6 +233,51 @@ class _Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         pass
 
+    # ---- parser callbacks (httptools calls them by name)
+    def on_message_begin(self) -> None:
+        if self._state == "done":
+            raise _Unasked  # a second answer to one request
+        self._headers = {}
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # llhttp has dropped the whitespace before the value; HTTP's after it goes here.
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").rstrip(" \t")
+
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+            return
+        self._status = status
+        if not self._parser.should_keep_alive():
+            self.reusable = False
+        headers = self._headers
+        if not self._expect_body:
+            # A HEAD answer, or a proxy's to CONNECT: llhttp, which does not know the request,
+            # would read a Content-Length as a body to come. Parsing stops here; what else the
+            # read held is not known to be nothing, so the connection is not reused.
+            self._finish()
+            raise _Unasked
+        if status in _NO_BODY_STATUSES:
+            self._finish()  # llhttp knows: the message completes with no body
+            return
+        if "chunked" not in headers.get("transfer-encoding", "").lower() and (
+            "content-length" not in headers
+        ):
+            self.reusable = False
+            self._state = "close"
+        else:
+            self._state = "body"
+        _wake(self._head_waiter)
+
+    def on_body(self, body: bytes) -> None:
+        self._deliver(body)
+
+    def on_message_complete(self) -> None:
+        if self._state in ("body", "close"):
+            self._finish()
+        # "head": an interim answer ended; "done": an answer without body, finished already.
+
     # ---- requests
     def send(
         self,
@@ -226,7 +299,10 @@ class _Connection(asyncio.Protocol):
         elif silence is not None:
             self._last_read = loop.time()
             self._timer = loop.call_later(silence, self._check_silence)
+        if self._parser is None:
+            self._parser = httptools.HttpResponseParser(self)
         self._state = "head"
+        self._head_bytes = 0
         self._expect_body = expect_body
         self._status, self._headers = 0, {}
         self._pieces.clear()
@@ -292,114 +368,6 @@ class _Connection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    # ---- parsing
-    def _parse(self) -> None:
-        buffer = self._buffer
-        while True:
-            state = self._state
-            if state == "head":
-                end = buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buffer) > _HEAD_LIMIT:
-                        raise TransportError("answer headers larger than 1 MiB")
-                    return
-                self._read_head(bytes(buffer[:end]))
-                del buffer[: end + 4]
-            elif state == "length":
-                if not buffer:
-                    return
-                if self._take(buffer):
-                    self._finish()
-            elif state == "size":
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    if len(buffer) > 1024:
-                        raise TransportError("malformed chunk size line")
-                    return
-                text = bytes(buffer[:end]).split(b";", 1)[0].strip()
-                del buffer[: end + 2]
-                if not text or len(text) > 15 or text.strip(_HEX_DIGITS):
-                    raise TransportError(f"malformed chunk size {text[:20]!r}")
-                self._remaining = int(text, 16)
-                self._state = "chunk" if self._remaining else "trailer"
-            elif state == "chunk":
-                if not buffer:
-                    return
-                if self._take(buffer):
-                    self._state = "chunk-end"
-            elif state == "chunk-end":
-                if len(buffer) < 2:
-                    return
-                if buffer[:2] != b"\r\n":
-                    raise TransportError("chunk not followed by CRLF")
-                del buffer[:2]
-                self._state = "size"
-            elif state == "trailer":
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    if len(buffer) > _HEAD_LIMIT:
-                        raise TransportError("answer trailers larger than 1 MiB")
-                    return
-                del buffer[: end + 2]
-                if end == 0:
-                    self._finish()
-            elif state == "close":
-                if buffer:
-                    self._deliver(bytes(buffer))
-                    buffer.clear()
-                return
-            else:  # "done" or "idle": anything more is unasked for
-                if buffer:
-                    self.reusable = False
-                    buffer.clear()
-                return
-
-    def _take(self, buffer: bytearray) -> bool:
-        """Deliver what `buffer` holds of the bytes still owed (a Content-Length or a chunk);
-        True once none are owed."""
-        take = min(self._remaining, len(buffer))
-        self._deliver(bytes(buffer[:take]))
-        del buffer[:take]
-        self._remaining -= take
-        return self._remaining == 0
-
-    def _read_head(self, raw: bytes) -> None:
-        lines = raw.decode("latin-1").split("\r\n")
-        status_line = lines[0].split(" ", 2)
-        if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
-            raise TransportError(f"malformed status line {lines[0][:100]!r}")
-        try:
-            status = int(status_line[1])
-        except ValueError:
-            raise TransportError(f"malformed status line {lines[0][:100]!r}") from None
-        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
-            return
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise TransportError(f"malformed header line {line[:100]!r}")
-            headers[name.strip().lower()] = value.strip()
-        self._status, self._headers = status, headers
-        if not keeps_alive(status_line[0], headers.get("connection", "")):
-            self.reusable = False
-        if not self._expect_body or status in _NO_BODY_STATUSES:
-            self._state = "done"
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self._state = "size"
-        elif "content-length" in headers:
-            length = content_length(headers["content-length"])
-            if length is None:
-                raise TransportError(f"malformed Content-Length {headers['content-length'][:20]!r}")
-            self._remaining = length
-            self._state = "length" if self._remaining > 0 else "done"
-        else:
-            self.reusable = False
-            self._state = "close"
-        _wake(self._head_waiter)
-        if self._state == "done":
-            self._finish()
 
     def _deliver(self, piece: bytes) -> None:
         self._pieces.append(piece)

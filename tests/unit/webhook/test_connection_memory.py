@@ -5,14 +5,15 @@ runtime/servingtls.py), so its RSS (/proc/<pid>/statm) is the connections' and n
 test's. hack/bench/conn_bench.py measures the same at 1000 and 4000 connections, against Go's
 net/http; these are the same figures at a smaller count, as bounds:
 
-- a slow TLS client (a record header, then nothing) cost ~260 KiB before issue 24 (asyncio's
-  256 KiB SSLProtocol read buffer, OpenSSL's handshake buffers); it now costs ~2 KiB (a socket,
-  a transport and a few bytes until the ClientHello is whole). Bound: 16 KiB, 7x what is
-  measured (a few hundred connections are a few hundred KiB, where one more 1 MiB arena of
-  Python's allocator is 3 KiB per connection) and far under any per-connection record buffer
-  (a 16 KiB read buffer alone would cross it), which is the regression this catches;
-- an idle TLS connection after one AdmissionReview cost ~280 KiB; now ~22 KiB (OpenSSL's
-  session state, the transport, the parser). Bound: 48 KiB, 2x;
+- a slow TLS client (a record header, then nothing) cost ~260-300 KiB before issue 24
+  (asyncio's 256 KiB SSLProtocol read buffer, OpenSSL's handshake buffers); it now costs ~1 KiB
+  (its socket and a record of what it sent: no transport, no TLS state until its ClientHello
+  is whole). Bound: 16 KiB, over 10x what is measured, because a few hundred connections are a
+  few hundred KiB, where one more 1 MiB arena of Python's allocator is 3 KiB per connection; and
+  under any per-connection record buffer (a 16 KiB read buffer alone would cross it, a transport
+  with TLS state is ~25 KiB), which is the regression this catches;
+- an idle TLS connection after one AdmissionReview cost ~280 KiB; now ~20-25 KiB (OpenSSL's
+  session state, the transport, the parser). Bound: 48 KiB, about 2x;
 - memory comes back: once they close, the server collects and trims (memtrim.TrimAfterCloses,
   logged at debug), and RSS falls back to within half of what the connections took (most of an
   idle TLS connection is OpenSSL's malloc'd state, which the trim returns; Python's allocator
