@@ -11,7 +11,8 @@ later, HTTP/1.1 only by ALPN, 10 s for the handshake and the head, 120 s idle: o
    AdmissionReview answered, kept alive) and slow TLS (a record header, then a byte every 2 s;
    reopened when the server's handshake timeout closes it). Each kind on a fresh server
    process, after a warm-up of the same kind, so memory freed by another kind cannot hide
-   what this one costs. Per connection = (RSS with them open - RSS before) / count. A fourth
+   what this one costs. Per connection = (RSS with them open - RSS before) / connections the
+   server holds then (reopened ones may be on their way: at least 95% of `--conns`). A fourth
    kind, hello-tls, sends a whole ClientHello and then nothing: the handshake state a client
    can hold once it has sent a real hello (reopened too).
 2. `--slow` (4000) slow TLS connections held for `--hold` seconds on the webhook port of our
