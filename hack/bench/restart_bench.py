@@ -46,14 +46,13 @@ import yaml
 
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
-from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
+from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     RUN_DURATION_ANNOTATION,
     RUN_FOREVER_ANNOTATION,
 )
-from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -354,29 +353,13 @@ async def _kwok(pods: int) -> dict[str, float]:
 
 def _controller(cluster: Any) -> ControllerProcess:
     """`jobset-controller run` with the InPlaceRestart gate against `cluster`, ready."""
-    cert_dir = cluster.workdir / "bench-webhook-certs"
-    cert_dir.mkdir(exist_ok=True)
-    pair = cluster.ca.issue(
-        "bench-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
-    )
-    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
-    config = write_configuration(
-        cluster.workdir / "bench-config.yaml",
-        {
-            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
-            "internalCertManagement": {"enable": False},
-            "featureGates": {"InPlaceRestart": True},
-        },
-    )
-    controller = ControllerProcess(
+    return start_local_controller(
+        workdir=cluster.workdir,
+        ca=cluster.ca,
         kubeconfig=cluster.kubeconfig,
-        config=config,
-        log=cluster.workdir / "bench-controller.log",
-        args=["--leader-elect=false"],
+        stem="bench",
+        sections={"featureGates": {"InPlaceRestart": True}},
     )
-    controller.wait_ready(60, interval=0.2)
-    return controller
 
 
 def main() -> int:

@@ -19,10 +19,10 @@ import pytest
 
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
-from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
+from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.polling import eventually
-from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
+from jobset_controller_dev.envtest.processes import processes_mentioning
 
 pytestmark = pytest.mark.e2e
 
@@ -44,28 +44,13 @@ def cluster() -> Iterator[FullCluster]:
 
 @pytest.fixture(scope="module")
 def gated_controller(cluster: FullCluster) -> Iterator[ControllerProcess]:
-    cert_dir = cluster.workdir / "webhook-certs"
-    cert_dir.mkdir(exist_ok=True)
-    pair = cluster.ca.issue(
-        "webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
-    )
-    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
-    config = write_configuration(
-        cluster.workdir / "in-place-config.yaml",
-        {
-            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
-            "internalCertManagement": {"enable": False},
-            "featureGates": {"InPlaceRestart": True},
-        },
-    )
-    process = ControllerProcess(
+    process = start_local_controller(
+        workdir=cluster.workdir,
+        ca=cluster.ca,
         kubeconfig=cluster.kubeconfig,
-        config=config,
-        log=cluster.workdir / "in-place-controller.log",
-        args=["--leader-elect=false"],
+        stem="in-place",
+        sections={"featureGates": {"InPlaceRestart": True}},
     )
-    process.wait_ready(60, interval=0.2)
     try:
         yield process
     finally:

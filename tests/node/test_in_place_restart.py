@@ -17,8 +17,7 @@ import pytest
 import yaml
 from tests.integration.test_in_place_restart_agent import collection
 
-from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
-from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.realnode import RealNode
 
 pytestmark = pytest.mark.node
@@ -64,28 +63,13 @@ def eventually(check: Callable[[], Any], what: str, within: float = 180) -> Any:
 @pytest.fixture(scope="module")
 def gated_controller(node: RealNode) -> Iterator[ControllerProcess]:
     cluster = node.cluster
-    cert_dir = cluster.workdir / "in-place-webhook-certs"
-    cert_dir.mkdir(exist_ok=True)
-    pair = cluster.ca.issue(
-        "in-place-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
-    )
-    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
-    config = write_configuration(
-        cluster.workdir / "in-place-config.yaml",
-        {
-            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
-            "internalCertManagement": {"enable": False},
-            "featureGates": {"InPlaceRestart": True},
-        },
-    )
-    process = ControllerProcess(
+    process = start_local_controller(
+        workdir=cluster.workdir,
+        ca=cluster.ca,
         kubeconfig=cluster.kubeconfig,
-        config=config,
-        log=cluster.workdir / "in-place-controller.log",
-        args=["--leader-elect=false"],
+        stem="in-place",
+        sections={"featureGates": {"InPlaceRestart": True}},
     )
-    process.wait_ready(60, interval=0.2)
     try:
         yield process
     finally:

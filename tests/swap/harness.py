@@ -292,11 +292,17 @@ class Bench:
         until(idle, f"{controller.side} reconciled {jobsets} JobSets, queue empty")
 
     def writes(
-        self, controller: Running, since: datetime.datetime | None = None
+        self,
+        controller: Running,
+        since: datetime.datetime | None = None,
+        *,
+        accepted_only: bool = False,
     ) -> list[tuple[datetime.datetime, str, str, str]]:
         """The JobSet work `controller` wrote since `since` (default: since it started; the
         ServiceAccount is the same for every test), from the audit log: (time, verb, resource,
-        name), oldest first. Lease writes, metrics reviews and dry runs are not work."""
+        name), oldest first. Lease writes, metrics reviews and dry runs are not work.
+        `accepted_only` leaves out the writes the API server refused (4xx/5xx answers): they
+        changed nothing."""
         since = since or controller.started
         found = []
         seen: set[str] = set()
@@ -307,6 +313,8 @@ class Bench:
             if ref.get("resource") == "events" and str(ref.get("name")).startswith(LEASE_NAME):
                 continue  # the "became leader" Event upstream records on the Lease
             if "dryRun" in str(event.get("requestURI")) or event["auditID"] in seen:
+                continue
+            if accepted_only and int((event.get("responseStatus") or {}).get("code", 0)) >= 400:
                 continue
             seen.add(event["auditID"])
             at = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"])

@@ -88,7 +88,14 @@ def test_rollback_ours_to_upstream_with_gated_followers(
     upstream = bench.start_upstream(bench.configuration("rollback-upstream"), "rollback-upstream")
     try:
         bench.wait_idle(upstream, JOBSETS)
-        assert bench.writes(upstream) == []
+        # Upstream tries to create the new attempt's Jobs of the JobSet ours left mid-restart
+        # (their names are still held by the old attempt's Jobs in foreground deletion): the
+        # API server refuses each with 409 and upstream records the failure as an Event, again
+        # on every retry. That is upstream's own behaviour in this state (the differential
+        # tests' allow-list names its AlreadyExists Events); whether a retry falls before or
+        # after the idle check is timing. What it must not do is change anything:
+        changed = [w for w in bench.writes(upstream, accepted_only=True) if w[2] != "events"]
+        assert changed == []
         assert_untouched(before, snapshot(cluster, ns))
         # Upstream's webhooks place the recreated follower of a Job ours created, as ours did.
         job = delete_a_follower(cluster, ns)

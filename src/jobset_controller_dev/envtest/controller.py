@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import yaml
 
+from jobset_controller_dev.envtest.pki import CertificateAuthority
 from jobset_controller_dev.envtest.processes import free_port
 
 CONFIG_API_VERSION: Final = "config.jobset.x-k8s.io/v1alpha1"
@@ -91,3 +92,40 @@ def write_configuration(path: Path, sections: Mapping[str, Any]) -> Path:
     document = {"apiVersion": CONFIG_API_VERSION, "kind": "Configuration", **sections}
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+def start_local_controller(
+    *,
+    workdir: Path,
+    ca: CertificateAuthority,
+    kubeconfig: Path,
+    stem: str,
+    sections: Mapping[str, Any] | None = None,
+    args: Sequence[str] = ("--leader-elect=false",),
+    within: float = 60,
+) -> ControllerProcess:
+    """Our controller with its webhook server on a free 127.0.0.1 port, serving a pair that
+    ``ca`` (the cluster's) issued into ``workdir/<stem>-certs`` (internal certificate management
+    off), and the Configuration's other ``sections`` (e.g. ``featureGates``); returned once
+    /readyz answers 200. Files are named after ``stem``, so several can share a workdir.
+
+    Why one helper: every test or bench that registers webhooks by URL on loopback needs this
+    same pair, Configuration and wait, and they drifted apart when each spelled it out."""
+    cert_dir = workdir / f"{stem}-certs"
+    cert_dir.mkdir(exist_ok=True)
+    pair = ca.issue(stem, common_name="webhook", ip_addresses=("127.0.0.1",), server=True)
+    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    config = write_configuration(
+        workdir / f"{stem}-config.yaml",
+        {
+            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+            "internalCertManagement": {"enable": False},
+            **(sections or {}),
+        },
+    )
+    process = ControllerProcess(
+        kubeconfig=kubeconfig, config=config, log=workdir / f"{stem}-controller.log", args=args
+    )
+    process.wait_ready(within, interval=0.2)
+    return process
