@@ -67,6 +67,12 @@ def default_crd_paths() -> list[Path]:
         return []
     return sorted((root / "manifests" / "crd" / "bases").glob("*.yaml"))
 
+# Kubernetes 1.37's Workload-Aware Scheduling: GenericWorkload (beta, off by default) makes the
+# apiserver able to serve scheduling.k8s.io/v1beta1 and turns on kube-scheduler's GangScheduling
+# plugin; the API group itself is off by default too (a beta API), hence the runtime-config.
+WORKLOAD_API_FEATURE_GATES: tuple[tuple[str, bool], ...] = (("GenericWorkload", True),)
+WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+
 
 class ControlPlane:
     """etcd + kube-apiserver with RBAC on, an admin identity, and the project's CRDs installed."""
@@ -84,13 +90,20 @@ class ControlPlane:
         ready_timeout: float = 90.0,
         bind_address: str = "127.0.0.1",
         advertise_address: str = "127.0.0.1",
+        workload_api: bool = False,
     ) -> None:
         """`bind_address`/`advertise_address`: where kube-apiserver listens and what it publishes
         as the `kubernetes` Service's endpoint. Loopback by default; pods on a real node cannot
         reach 127.0.0.1 (their own loopback), so the real-node tier binds 0.0.0.0 inside its
         private network namespace and advertises the node's address there. This process always
-        talks to it on 127.0.0.1."""
+        talks to it on 127.0.0.1.
+
+        `workload_api`: serve scheduling.k8s.io/v1beta1 (Workload, PodGroup; Kubernetes 1.37,
+        beta and off by default): the gate and the API group that gang scheduling needs
+        (`WORKLOAD_API_FEATURE_GATES`, given to every Kubernetes component this cluster runs).
+        Off by default, as on a cluster nobody configured for it."""
         self._bin_dir = bin_dir
+        self.workload_api = workload_api
         self.bind_address = bind_address
         self.advertise_address = advertise_address
         self._crd_paths = list(crd_paths) if crd_paths is not None else default_crd_paths()
@@ -240,6 +253,8 @@ class ControlPlane:
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
                 "--audit-log-mode=blocking",
+                *self.feature_gate_args(),
+                *(["--runtime-config=" + WORKLOAD_API_RUNTIME_CONFIG] if self.workload_api else []),
                 "--v=1",
             ],
             self.workdir / "kube-apiserver.log",
@@ -248,6 +263,13 @@ class ControlPlane:
         self._wait(
             self.apiserver, lambda: self._get_status("/readyz") == 200, "kube-apiserver /readyz"
         )
+
+    def feature_gate_args(self) -> list[str]:
+        """The ``--feature-gates`` flag every Kubernetes component of this cluster gets."""
+        if not self.workload_api:
+            return []
+        gates = ",".join(f"{name}={str(on).lower()}" for name, on in WORKLOAD_API_FEATURE_GATES)
+        return [f"--feature-gates={gates}"]
 
     def _write_audit_policy(self) -> Path:
         path = self.workdir / "audit-policy.yaml"
