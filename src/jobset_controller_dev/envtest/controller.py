@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -15,7 +12,7 @@ from typing import Any, Final
 import yaml
 
 from jobset_controller_dev.envtest.pki import CertificateAuthority
-from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.processes import free_port, health_status, wait_healthy
 
 CONFIG_API_VERSION: Final = "config.jobset.x-k8s.io/v1alpha1"
 
@@ -53,27 +50,21 @@ class ControllerProcess:
 
     def probe(self, path: str) -> int:
         """The HTTP status of ``path`` on the health port; 0 when nothing answers."""
-        try:
-            url = f"http://127.0.0.1:{self.health_port}{path}"
-            with urllib.request.urlopen(url, timeout=5) as reply:
-                return int(reply.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
-        except OSError:
-            return 0
+        return health_status(self.health_port, path)
 
     def tail(self, chars: int = 3000) -> str:
         return self.log.read_text()[-chars:]
 
     def wait_ready(self, within: float = 60, interval: float = 0.1) -> None:
         """Block until /readyz answers 200; fail if the process exits or ``within`` s pass."""
-        deadline = time.monotonic() + within
-        while self.probe("/readyz") != 200:
-            assert self.proc.poll() is None, self.tail()
-            assert time.monotonic() < deadline, (
-                f"controller not ready within {within:g} s: {self.tail()}"
-            )
-            time.sleep(interval)
+        wait_healthy(
+            self.health_port,
+            running=lambda: self.proc.poll() is None,
+            exited=lambda: AssertionError(self.tail()),
+            late=lambda: AssertionError(f"controller not ready within {within:g} s: {self.tail()}"),
+            within=within,
+            interval=interval,
+        )
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM, wait up to ``timeout`` s (then SIGKILL); return the exit code."""

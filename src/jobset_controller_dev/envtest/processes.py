@@ -19,6 +19,9 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -131,6 +134,40 @@ def free_port() -> int:
         if port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port
+
+
+def health_status(port: int, path: str) -> int:
+    """The HTTP status of `path` on the health probe server at 127.0.0.1:`port`; 0 when nothing
+    answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except OSError:
+        return 0
+
+
+def wait_healthy(
+    port: int,
+    *,
+    running: Callable[[], bool],
+    exited: Callable[[], Exception],
+    late: Callable[[], Exception],
+    within: float,
+    interval: float = 0.1,
+    path: str = "/readyz",
+) -> None:
+    """Poll `path` on the health probe server at 127.0.0.1:`port` every `interval` s until it
+    answers 200. Raise `exited()` if `running()` turns false first, `late()` once `within` s
+    have passed: each caller names its own errors."""
+    deadline = time.monotonic() + within
+    while health_status(port, path) != 200:
+        if not running():
+            raise exited()
+        if time.monotonic() > deadline:
+            raise late()
+        time.sleep(interval)
 
 
 def processes_mentioning(marker: str) -> list[int]:

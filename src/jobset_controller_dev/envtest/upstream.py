@@ -22,14 +22,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
 from jobset_controller_dev.envtest.binaries import cache_root, repo_root
-from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
+from jobset_controller_dev.envtest.processes import (
+    ManagedProcess,
+    free_port,
+    health_status,
+    wait_healthy,
+)
 
 UPSTREAM_VERSION = "v0.12.0"
 MANAGER = "jobset-manager"
@@ -141,27 +143,20 @@ class UpstreamController:
 
     def probe(self, path: str) -> int:
         """The HTTP status of `path` on the health port; 0 when nothing answers."""
-        try:
-            url = f"http://127.0.0.1:{self.health_port}{path}"
-            with urllib.request.urlopen(url, timeout=5) as reply:
-                return int(reply.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
-        except OSError:
-            return 0
+        return health_status(self.health_port, path)
 
     def wait_ready(self, within: float = 60) -> None:
         """Until /readyz answers 200 (upstream: certificates ready and the webhook server
         started); fail if the process exits first or `within` s pass."""
-        deadline = time.monotonic() + within
-        while self.probe("/readyz") != 200:
-            if not self.process.running():
-                raise UpstreamMissing(f"upstream exited:\n{self.process.log_tail()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"upstream not ready in {within:g} s:\n{self.process.log_tail()}"
-                )
-            time.sleep(0.1)
+        wait_healthy(
+            self.health_port,
+            running=self.process.running,
+            exited=lambda: UpstreamMissing(f"upstream exited:\n{self.process.log_tail()}"),
+            late=lambda: TimeoutError(
+                f"upstream not ready in {within:g} s:\n{self.process.log_tail()}"
+            ),
+            within=within,
+        )
 
     def stop(self, timeout: float = 30) -> None:
         """SIGTERM (as a rollout does), then SIGKILL after `timeout` s."""
