@@ -19,7 +19,7 @@ import pytest
 
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
-from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
+from jobset_controller_dev.envtest.controller import ControllerProcess, local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import processes_mentioning
@@ -44,17 +44,10 @@ def cluster() -> Iterator[FullCluster]:
 
 @pytest.fixture(scope="module")
 def gated_controller(cluster: FullCluster) -> Iterator[ControllerProcess]:
-    process = start_local_controller(
-        workdir=cluster.workdir,
-        ca=cluster.ca,
-        kubeconfig=cluster.kubeconfig,
-        stem="in-place",
-        sections={"featureGates": {"InPlaceRestart": True}},
-    )
-    try:
+    with local_controller(
+        cluster, stem="in-place", sections={"featureGates": {"InPlaceRestart": True}}
+    ) as process:
         yield process
-    finally:
-        assert process.stop(60) == 0, process.tail()
 
 
 @pytest.fixture

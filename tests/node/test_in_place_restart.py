@@ -17,7 +17,7 @@ import pytest
 import yaml
 from tests.integration.test_in_place_restart_agent import collection
 
-from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
+from jobset_controller_dev.envtest.controller import ControllerProcess, local_controller
 from jobset_controller_dev.envtest.realnode import RealNode
 
 pytestmark = pytest.mark.node
@@ -62,18 +62,10 @@ def eventually(check: Callable[[], Any], what: str, within: float = 180) -> Any:
 
 @pytest.fixture(scope="module")
 def gated_controller(node: RealNode) -> Iterator[ControllerProcess]:
-    cluster = node.cluster
-    process = start_local_controller(
-        workdir=cluster.workdir,
-        ca=cluster.ca,
-        kubeconfig=cluster.kubeconfig,
-        stem="in-place",
-        sections={"featureGates": {"InPlaceRestart": True}},
-    )
-    try:
+    with local_controller(
+        node.cluster, stem="in-place", sections={"featureGates": {"InPlaceRestart": True}}
+    ) as process:
         yield process
-    finally:
-        assert process.stop(60) == 0, process.tail()
 
 
 @pytest.fixture

@@ -3,14 +3,16 @@ on 127.0.0.1 ports, for tests and benches that exercise the shipped command."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from jobset_controller_dev.envtest.controlplane import ControlPlane
 from jobset_controller_dev.envtest.pki import CertificateAuthority
 from jobset_controller_dev.envtest.processes import free_port, health_status, wait_healthy
 
@@ -120,3 +122,32 @@ def start_local_controller(
     )
     process.wait_ready(within, interval=0.2)
     return process
+
+
+@contextlib.contextmanager
+def local_controller(
+    cluster: ControlPlane,
+    *,
+    stem: str,
+    sections: Mapping[str, Any] | None = None,
+    args: Sequence[str] = ("--leader-elect=false",),
+    within: float = 60,
+    stop_within: float = 60,
+) -> Iterator[ControllerProcess]:
+    """``start_local_controller`` against ``cluster`` (its workdir, CA and kubeconfig) for a
+    ``with`` block, e.g. a fixture's body: on leaving the block the controller is stopped
+    (SIGTERM, SIGKILL after ``stop_within`` s) and its exit code asserted to be 0, since a clean
+    shutdown is part of what the tests check."""
+    process = start_local_controller(
+        workdir=cluster.workdir,
+        ca=cluster.ca,
+        kubeconfig=cluster.kubeconfig,
+        stem=stem,
+        sections=sections,
+        args=args,
+        within=within,
+    )
+    try:
+        yield process
+    finally:
+        assert process.stop(stop_within) == 0, process.tail()
