@@ -48,6 +48,14 @@ from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.in_place_restart_fixtures import (
+    IN_PLACE_RESTART_GATE,
+    INDEX_FIELD,
+    JOBSETS,
+    PY,
+    agent_sidecar,
+    restart_all_on_failure,
+)
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     RUN_DURATION_ANNOTATION,
@@ -56,11 +64,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
 from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
-PY = "/opt/jobset-controller/bin/python"
-JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-INDEX_FIELD = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
-NAME_FIELD = "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
 WORKER = """
 import os, sys, time
 index = os.environ["JOB_INDEX"]
@@ -95,7 +99,6 @@ def wait(check: Callable[[], Any], what: str, within: float = 300) -> Any:
 
 def manifest(strategy: str, image_name: str, pods: int, trigger_dir: str) -> dict[str, Any]:
     in_place = strategy == "InPlaceRestart"
-    rule = [{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}]
     worker: dict[str, Any] = {
         "name": "worker",
         "image": image_name,
@@ -112,27 +115,9 @@ def manifest(strategy: str, image_name: str, pods: int, trigger_dir: str) -> dic
     }
     job: dict[str, Any] = {"parallelism": 1, "completions": 1, "template": {"spec": pod}}
     if in_place:
-        worker.update(restartPolicy="Never", restartPolicyRules=rule)
+        worker.update(restartPolicy="Never", restartPolicyRules=restart_all_on_failure())
         pod["serviceAccountName"] = "in-place-restart-agent"
-        pod["initContainers"] = [
-            {
-                "name": "in-place-restart-agent",
-                "image": image_name,
-                "imagePullPolicy": "Never",
-                "command": ["/opt/jobset-controller/bin/in-place-restart-agent"],
-                "restartPolicy": "Always",
-                "restartPolicyRules": rule,
-                "startupProbe": {
-                    "httpGet": {"path": "/barrier-is-down", "port": 8081},
-                    "periodSeconds": 1,
-                    "failureThreshold": 600,
-                },
-                "env": [
-                    {"name": "JOBSET_NAME", "valueFrom": {"fieldRef": {"fieldPath": NAME_FIELD}}},
-                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                ],
-            }
-        ]
+        pod["initContainers"] = [agent_sidecar(image_name)]
         job.update(backoffLimit=2**31 - 1, podReplacementPolicy="Failed")
     else:
         job["backoffLimit"] = 0
@@ -358,7 +343,7 @@ def _controller(cluster: Any) -> ControllerProcess:
         ca=cluster.ca,
         kubeconfig=cluster.kubeconfig,
         stem="bench",
-        sections={"featureGates": {"InPlaceRestart": True}},
+        sections=IN_PLACE_RESTART_GATE,
     )
 
 

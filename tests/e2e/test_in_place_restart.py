@@ -21,6 +21,7 @@ from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
 from jobset_controller_dev.envtest.controller import ControllerProcess, local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.in_place_restart_fixtures import IN_PLACE_RESTART_GATE
 from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
@@ -44,9 +45,7 @@ def cluster() -> Iterator[FullCluster]:
 
 @pytest.fixture(scope="module")
 def gated_controller(cluster: FullCluster) -> Iterator[ControllerProcess]:
-    with local_controller(
-        cluster, stem="in-place", sections={"featureGates": {"InPlaceRestart": True}}
-    ) as process:
+    with local_controller(cluster, stem="in-place", sections=IN_PLACE_RESTART_GATE) as process:
         yield process
 
 

@@ -18,15 +18,19 @@ import yaml
 from tests.integration.test_in_place_restart_agent import collection
 
 from jobset_controller_dev.envtest.controller import ControllerProcess, local_controller
+from jobset_controller_dev.envtest.in_place_restart_fixtures import (
+    IN_PLACE_RESTART_GATE,
+    INDEX_FIELD,
+    JOBSETS,
+    PY,
+    agent_sidecar,
+    restart_all_on_failure,
+)
 from jobset_controller_dev.envtest.realnode import RealNode
 
 pytestmark = pytest.mark.node
 
 ROOT = Path(__file__).resolve().parents[2]
-JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
-PY = "/opt/jobset-controller/bin/python"
-NAME_FIELD = "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
-INDEX_FIELD = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
 SELECTOR = "labelSelector=jobset.sigs.k8s.io/jobset-name=ipr"
 
 # FAIL=once: job index 0 fails once with exit 3, retriable (a marker in its pod's emptyDir says
@@ -62,9 +66,7 @@ def eventually(check: Callable[[], Any], what: str, within: float = 180) -> Any:
 
 @pytest.fixture(scope="module")
 def gated_controller(node: RealNode) -> Iterator[ControllerProcess]:
-    with local_controller(
-        node.cluster, stem="in-place", sections={"featureGates": {"InPlaceRestart": True}}
-    ) as process:
+    with local_controller(node.cluster, stem="in-place", sections=IN_PLACE_RESTART_GATE) as process:
         yield process
 
 
@@ -88,10 +90,11 @@ def namespace(node: RealNode) -> Iterator[str]:
 
 def restart_rule(retriable: list[int] | None = None) -> list[dict[str, Any]]:
     """Restart all containers on a non-zero exit, or only on the `retriable` codes."""
-    codes = {"operator": "NotIn", "values": [0]}
-    if retriable is not None:
-        codes = {"operator": "In", "values": retriable}
-    return [{"action": "RestartAllContainers", "exitCodes": codes}]
+    if retriable is None:
+        return restart_all_on_failure()
+    return [
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": retriable}}
+    ]
 
 
 def in_place_jobset(
@@ -103,23 +106,6 @@ def in_place_jobset(
     work_seconds: float = 4,
     retriable: list[int] | None = None,
 ) -> dict[str, Any]:
-    agent = {
-        "name": "in-place-restart-agent",
-        "image": image,
-        "imagePullPolicy": "Never",
-        "command": ["/opt/jobset-controller/bin/in-place-restart-agent"],
-        "restartPolicy": "Always",
-        "restartPolicyRules": restart_rule(),
-        "startupProbe": {
-            "httpGet": {"path": "/barrier-is-down", "port": 8081},
-            "periodSeconds": 1,
-            "failureThreshold": 600,
-        },
-        "env": [
-            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef": {"fieldPath": NAME_FIELD}}},
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        ],
-    }  # fmt: skip
     worker = {
         "name": "worker",
         "image": image,
@@ -144,7 +130,7 @@ def in_place_jobset(
                 "restartPolicy": "Never",
                 "serviceAccountName": "in-place-restart-agent",
                 "terminationGracePeriodSeconds": 0,
-                "initContainers": [agent],
+                "initContainers": [agent_sidecar(image)],
                 "containers": [worker],
                 "volumes": [{"name": "data", "emptyDir": {}}],
             }
