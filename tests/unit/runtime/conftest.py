@@ -1,11 +1,18 @@
-"""Fixtures shared by the runtime tests: virtual time, fixed random draws, a private registry."""
+"""Fixtures shared by the runtime tests: virtual time, fixed random draws, a private registry;
+and helpers for the tests on real sockets: a started server and a polled condition."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.runtime.clock import FakeClock, RandomSource
+from jobset_controller.runtime.http1server import Handler, HttpServer
 
 DRAW = 0.5  # what `draws.random()` returns
 
@@ -33,3 +40,24 @@ def draws() -> RandomSource:
 @pytest.fixture
 def registry() -> CollectorRegistry:
     return CollectorRegistry()
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    routes: Mapping[str, Mapping[str, Handler]], **options: Any
+) -> AsyncIterator[HttpServer]:
+    """An `HttpServer` named "test" with `routes` and `options` (its keyword arguments), listening
+    on a free 127.0.0.1 port (`.port`) for the block's duration."""
+    http = HttpServer(routes, name="test", **options)
+    await http.start("127.0.0.1", 0)
+    try:
+        yield http
+    finally:
+        await http.stop()
+
+
+async def until(condition: Callable[[], bool], limit: float = 10.0) -> None:
+    """Poll `condition()` until it holds (a condition, not a guess at a delay)."""
+    async with asyncio.timeout(limit):
+        while not condition():  # noqa: ASYNC110 - another process's or object's state
+            await asyncio.sleep(0.005)

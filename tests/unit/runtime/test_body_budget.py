@@ -5,10 +5,10 @@ gets 503 if its time runs out first; nothing is allocated past the budget but on
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 
 import pytest
+from tests.unit.runtime.conftest import serving, until
 
 from jobset_controller.runtime.http1server import BodyBudget, HttpServer, Reply, Request
 
@@ -26,29 +26,16 @@ class Gate:
         return Reply(body=b"got %d" % len(request.body))
 
 
-@contextlib.asynccontextmanager
-async def server(
+def server(
     budget: BodyBudget, gate: Gate, header_timeout: float = 10.0
-) -> AsyncIterator[HttpServer]:
-    http = HttpServer(
+) -> AbstractAsyncContextManager[HttpServer]:
+    """`/hold` held by `gate`, bodies up to the whole `budget`."""
+    return serving(
         {"/hold": {"POST": gate.handle}},
-        name="test",
         max_body=budget.total,
         body_budget=budget,
         header_timeout=header_timeout,
     )
-    await http.start("127.0.0.1", 0)
-    try:
-        yield http
-    finally:
-        await http.stop()
-
-
-async def until(condition: Callable[[], bool], limit: float = 10.0) -> None:
-    """Poll `condition()` until it holds (a condition, not a guess at a delay)."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 - another process's or object's state
-            await asyncio.sleep(0.005)
 
 
 async def send(

@@ -14,10 +14,10 @@ import socket
 import ssl
 import time
 from asyncio import sslproto
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from tests.unit.runtime.conftest import serving, until
 
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.http1server import HttpServer, Reply, Request
@@ -52,30 +52,12 @@ async def echo(request: Request) -> Reply:
     return Reply(body=b"got " + request.body)
 
 
-@contextlib.asynccontextmanager
-async def serving(
+def tls_server(
     context: ssl.SSLContext, *, header_timeout: float = 10.0, trim: TrimAfterCloses | None = None
-) -> AsyncIterator[HttpServer]:
+) -> contextlib.AbstractAsyncContextManager[HttpServer]:
+    """`/echo` over TLS with `context`."""
     options = {"trim": trim} if trim is not None else {}
-    http = HttpServer(
-        {"/echo": {"POST": echo}},
-        name="test",
-        tls=context,
-        header_timeout=header_timeout,
-        **options,  # type: ignore[arg-type]
-    )
-    await http.start("127.0.0.1", 0)
-    try:
-        yield http
-    finally:
-        await http.stop()
-
-
-async def until(condition: Callable[[], bool], limit: float = 10.0) -> None:
-    """Poll `condition()` until it holds (a condition, not a guess at a delay)."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 - another process's or object's state
-            await asyncio.sleep(0.01)
+    return serving({"/echo": {"POST": echo}}, tls=context, header_timeout=header_timeout, **options)
 
 
 def test_the_stdlib_ssl_protocol_is_left_as_it_is_and_ours_reads_a_record_at_a_time(
@@ -140,7 +122,7 @@ async def post(port: int, body: bytes) -> bytes:
 async def test_a_tls_client_is_served_through_the_first_record_hand_over(
     context: ssl.SSLContext,
 ) -> None:
-    async with serving(context) as http:
+    async with tls_server(context) as http:
         assert http.port is not None
         body = b"x" * 100_000  # many records, several reads
         assert await post(http.port, body) == b"got " + body
@@ -152,7 +134,7 @@ async def test_a_client_hello_trickled_a_byte_at_a_time_still_completes_the_hand
     context: ssl.SSLContext,
 ) -> None:
     """The hand-over happens when the record is whole, however it arrived."""
-    async with serving(context) as http:
+    async with tls_server(context) as http:
         assert http.port is not None
         raw = socket.create_connection(("127.0.0.1", http.port))
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -183,7 +165,7 @@ async def test_bytes_that_cannot_start_a_handshake_are_refused_at_once(
 ) -> None:
     """Plain HTTP on the TLS port goes straight to OpenSSL, which refuses it: the connection
     closes now, not when the handshake's time runs out."""
-    async with serving(context, header_timeout=30.0) as http:
+    async with tls_server(context, header_timeout=30.0) as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
         writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -199,7 +181,7 @@ async def test_the_handshake_time_limit_counts_from_the_accept(context: ssl.SSLC
     """A client that sends its ClientHello late, then stalls, is closed when the limit from
     its accept runs out: the hand-over does not start the clock again."""
     limit = 2.0
-    async with serving(context, header_timeout=limit) as http:
+    async with tls_server(context, header_timeout=limit) as http:
         assert http.port is not None
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         tls = client_context().wrap_bio(incoming, outgoing)
@@ -223,7 +205,7 @@ async def test_the_handshake_time_limit_counts_from_the_accept(context: ssl.SSLC
 async def test_a_trickling_client_is_closed_when_the_handshake_time_runs_out(
     context: ssl.SSLContext,
 ) -> None:
-    async with serving(context, header_timeout=0.5) as http:
+    async with tls_server(context, header_timeout=0.5) as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
         writer.write(HELLO_HEADER + b"\x01")
@@ -250,7 +232,7 @@ async def test_slow_tls_clients_are_bare_sockets_and_a_burst_of_them_closing_is_
         return True
 
     trimmer = TrimAfterCloses(burst=50, settle=0.01, every=0.0, trim=trim)
-    async with serving(context, trim=trimmer) as http:
+    async with tls_server(context, trim=trimmer) as http:
         assert http.port is not None
         writers = []
         for _ in range(60):
