@@ -9,7 +9,9 @@ pure decisions of ``reconcile.scheduling``.
   ``spec.scheduling`` then gets a ``WorkloadAPIUnavailable`` Warning event, never a retried error.
 - ``build_scheduling_informers``: the Workloads and PodGroups a JobSet controls, indexed by the
   owner's UID and trimmed to their identity, owners and scheduling policy (what reconcile reads);
-  any change wakes the owning JobSet, so a deleted PodGroup is recreated at once.
+  any change wakes the owning JobSet, so a deleted PodGroup is recreated at once. A PodGroup also
+  keeps kube-scheduler's ``PodGroupInitiallyScheduled`` condition (type, status, reason,
+  message): reconcile turns "Unschedulable" into a ``PodGroupUnschedulable`` event on the JobSet.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from jobset_controller.runtime.informer import Handlers, Informer, Obj
 from jobset_controller.runtime.resources import Resource
 
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "ownerReferences")
+_KEPT_CONDITION = ("type", "status", "reason", "message")
+# kube-scheduler's condition on a PodGroup (k8s.io/api scheduling/v1beta1). Spelled here, not
+# imported from reconcile.scheduling: the shell loads before /readyz, the pure reconcile (and
+# pydantic behind it) only after (tests/unit/manager/test_start_imports.py).
+POD_GROUP_SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
 
 
 async def scheduling_api_served(client: KubeClient) -> bool:
@@ -39,7 +46,10 @@ async def scheduling_api_served(client: KubeClient) -> bool:
 
 
 def trim_scheduling_object(obj: Obj) -> Obj:
-    """Identity, owners, and the spec's scheduling policy / templates (minCount patches)."""
+    """Identity, owners, the spec's scheduling policy / templates (minCount patches), and the
+    scheduler's ``PodGroupInitiallyScheduled`` condition when there is one (without its times,
+    which reconcile never reads). Everything else (managedFields, other conditions, claim
+    statuses) is dropped: the cache holds one entry per PodGroup of every gang-scheduled JobSet."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     kept_spec = {
@@ -47,10 +57,18 @@ def trim_scheduling_object(obj: Obj) -> Obj:
         for key in ("schedulingPolicy", "podGroupTemplates", "workloadRef")
         if key in spec
     }
-    return {
+    trimmed: Obj = {
         "metadata": {key: meta[key] for key in _KEPT_METADATA if key in meta},
         "spec": kept_spec,
     }
+    conditions = [
+        {key: condition[key] for key in _KEPT_CONDITION if key in condition}
+        for condition in (obj.get("status") or {}).get("conditions") or ()
+        if isinstance(condition, dict) and condition.get("type") == POD_GROUP_SCHEDULED_CONDITION
+    ]
+    if conditions:
+        trimmed["status"] = {"conditions": conditions}
+    return trimmed
 
 
 def build_scheduling_informers(

@@ -126,6 +126,18 @@ WORKLOAD_API_UNAVAILABLE_MESSAGE: Final = (
 # Warning event (executor) when a Workload or PodGroup cannot be created, patched or deleted.
 WORKLOAD_CREATION_FAILED_EVENT: Final = "WorkloadCreationFailed"
 POD_GROUP_CREATION_FAILED_EVENT: Final = "PodGroupCreationFailed"
+# Warning event (at once) while kube-scheduler reports a PodGroup of the JobSet unschedulable
+# (its PodGroupInitiallyScheduled condition False with reason Unschedulable): without it, a gang
+# that does not fit leaves every pod Pending and the JobSet silent, the reason only on a PodGroup
+# users never look at. The recorder keys Events by their note, so each distinct scheduler message
+# is one Event and a repeat of the same message only counts in its series.
+POD_GROUP_UNSCHEDULABLE_EVENT: Final = "PodGroupUnschedulable"
+
+
+def pod_group_unschedulable_message(pod_group: str, scheduler_message: str) -> str:
+    """The note of PodGroupUnschedulable: which PodGroup, and the scheduler's own words."""
+    return f"PodGroup {pod_group} cannot be scheduled: {scheduler_message or 'no reason given'}"
+
 
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"

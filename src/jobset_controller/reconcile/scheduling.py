@@ -11,6 +11,11 @@ pod links a pass wants, decided from the snapshot (docs/behaviour.md#gang-schedu
   represents (ElasticJobSet) is merge-patched on both; every new Job carries the template's name
   in ``scheduling.k8s.io/group-template-name`` and its pods name their PodGroup in
   ``spec.schedulingGroup.podGroupName``.
+- While kube-scheduler reports a PodGroup unschedulable (condition ``PodGroupInitiallyScheduled``
+  False, reason ``Unschedulable``), each pass emits a ``PodGroupUnschedulable`` Warning event on
+  the JobSet carrying the scheduler's message: a gang that does not fit binds no pod, so without
+  it nothing on the JobSet says why it waits. The recorder folds identical notes into one Event's
+  series, so each distinct message shows once.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from jobset_controller.api.scheduling import (
     workload_name,
 )
 from jobset_controller.reconcile.catalogue import (
+    POD_GROUP_UNSCHEDULABLE_EVENT,
     WARNING,
     WORKLOAD_API_UNAVAILABLE_EVENT,
     WORKLOAD_API_UNAVAILABLE_MESSAGE,
+    pod_group_unschedulable_message,
 )
 from jobset_controller.reconcile.ownership import controller_reference
 from jobset_controller.reconcile.plan import Event, SchedulingWrite
@@ -85,7 +92,47 @@ def plan_scheduling(snapshot: Snapshot, js: JobSet, *, suspended: bool) -> Sched
         workload_to_create=workload if snapshot.workload is None else None,
         pod_groups_to_create=to_create,
         to_patch=tuple(patches),
+        events=unschedulable_events(snapshot.pod_groups),
     )
+
+
+# kube-scheduler's condition on a PodGroup and its reason for a gang that cannot be placed
+# (k8s.io/api scheduling/v1beta1: PodGroupInitiallyScheduled, PodGroupReasonUnschedulable).
+POD_GROUP_SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
+POD_GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
+
+
+def unschedulable_events(pod_groups: Sequence[Mapping[str, Any]]) -> tuple[Event, ...]:
+    """A PodGroupUnschedulable Warning per PodGroup the scheduler could not place, in order.
+
+    Only ``Unschedulable``: once the condition turns True it never reverts (the API's rule), so a
+    scheduled gang stops the event; ``SchedulerError`` is the scheduler's own fault, not the
+    JobSet's, and shows in the scheduler's log."""
+    events = []
+    for group in pod_groups:
+        condition = scheduled_condition(group)
+        if (
+            condition is not None
+            and condition.get("status") == "False"
+            and condition.get("reason") == POD_GROUP_UNSCHEDULABLE_REASON
+        ):
+            message = str(condition.get("message") or "")
+            note = pod_group_unschedulable_message(_name(group), message)
+            events.append(Event(WARNING, POD_GROUP_UNSCHEDULABLE_EVENT, note, False))
+    return tuple(events)
+
+
+def scheduled_condition(pod_group: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The PodGroup's ``PodGroupInitiallyScheduled`` condition, if the scheduler set one."""
+    status = pod_group.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    for condition in status.get("conditions") or ():
+        if not isinstance(condition, Mapping):
+            continue
+        if condition.get("type") == POD_GROUP_SCHEDULED_CONDITION:
+            return condition
+    return None
 
 
 def link_jobs(

@@ -54,7 +54,7 @@ def test_the_cache_keeps_identity_owners_and_the_scheduling_policy() -> None:
             "workloadRef": {"workloadName": "js-w", "templateName": "js"},
             "resourceClaims": [{"name": "c"}],
         },
-        "status": {"conditions": []},
+        "status": {"conditions": [], "resourceClaimStatuses": [{"name": "c"}]},
     }
     assert trim_scheduling_object(pod_group) == {
         "metadata": {
@@ -69,3 +69,24 @@ def test_the_cache_keeps_identity_owners_and_the_scheduling_policy() -> None:
             "workloadRef": {"workloadName": "js-w", "templateName": "js"},
         },
     }
+
+
+def test_the_cache_keeps_the_schedulers_initially_scheduled_condition_only() -> None:
+    """Reconcile reports an unschedulable gang on the JobSet: that needs the condition."""
+    condition = {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/2 nodes are available: 2 Too many pods.",
+    }
+    pod_group = {
+        "metadata": {"name": "js-abc", "namespace": "ns", "uid": "u"},
+        "spec": {},
+        "status": {
+            "conditions": [
+                {**condition, "lastTransitionTime": "2026-11-26T06:00:00Z"},
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+            ]
+        },
+    }
+    assert trim_scheduling_object(pod_group)["status"] == {"conditions": [condition]}

@@ -379,3 +379,88 @@ def test_a_restart_keeps_the_workload_and_links_the_recreated_jobs_the_same_way(
     assert {
         job["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] for job in after.jobs
     } == {"1"}
+
+
+def unschedulable(group: Mapping[str, Any], message: str, **condition: str) -> dict[str, Any]:
+    """The PodGroup as kube-scheduler leaves it after a failed gang attempt (trimmed as cached)."""
+    return {
+        **group,
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodGroupInitiallyScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    **condition,
+                }
+            ]
+        },
+    }
+
+
+def scheduling_events(plan: Plan) -> list[tuple[str, str, str]]:
+    return [(e.type, e.reason, e.note) for e in plan.events if e.reason == "PodGroupUnschedulable"]
+
+
+def test_an_unschedulable_pod_group_is_reported_on_the_jobset_with_the_schedulers_message(
+    kit: Kit,
+) -> None:
+    running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**GANG), features=GATE))
+    (group,) = running.pod_groups
+    message = "0/2 nodes are available: 2 Too many pods."
+    stuck = dataclasses.replace(running, pod_groups=(unschedulable(group, message),))
+    plan = reconcile(stuck)
+    name = group["metadata"]["name"]
+    assert scheduling_events(plan) == [
+        ("Warning", "PodGroupUnschedulable", f"PodGroup {name} cannot be scheduled: {message}")
+    ]
+    (event,) = [e for e in plan.events if e.reason == "PodGroupUnschedulable"]
+    assert not event.after_status  # the pass may write nothing else: it must still be said
+    assert kit.has_no_writes(dataclasses.replace(plan, events=()))
+
+
+def test_the_same_message_is_the_same_event_and_a_new_message_a_new_one(kit: Kit) -> None:
+    """The recorder keys Events by their note: equal notes fold into one series."""
+    running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**GANG), features=GATE))
+    (group,) = running.pod_groups
+    first = reconcile(dataclasses.replace(running, pod_groups=(unschedulable(group, "a"),)))
+    again = reconcile(dataclasses.replace(running, pod_groups=(unschedulable(group, "a"),)))
+    other = reconcile(dataclasses.replace(running, pod_groups=(unschedulable(group, "b"),)))
+    assert scheduling_events(first) == scheduling_events(again)
+    assert scheduling_events(first) != scheduling_events(other)
+
+
+def test_a_scheduled_or_erroring_pod_group_raises_no_unschedulable_event(kit: Kit) -> None:
+    running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**GANG), features=GATE))
+    (group,) = running.pod_groups
+    for condition in ({"status": "True", "reason": "Scheduled"}, {"reason": "SchedulerError"}):
+        plan = reconcile(
+            dataclasses.replace(running, pod_groups=(unschedulable(group, "m", **condition),))
+        )
+        assert scheduling_events(plan) == []
+    assert scheduling_events(reconcile(running)) == []  # no condition yet
+
+
+def test_each_unschedulable_group_of_a_multi_group_jobset_is_named(kit: Kit) -> None:
+    builder = training(kit).scheduling(
+        replicatedJobs=[{"targetReplicatedJobs": ["leader"]}, {"targetReplicatedJobs": ["workers"]}]
+    )
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    leader, workers = running.pod_groups
+    stuck = (leader, unschedulable(workers, "gang of 8 does not fit"))
+    plan = reconcile(dataclasses.replace(running, pod_groups=stuck))
+    notes = [note for _, _, note in scheduling_events(plan)]
+    assert notes == [
+        f"PodGroup {workers['metadata']['name']} cannot be scheduled: gang of 8 does not fit"
+    ]
+
+
+def test_a_suspended_jobset_reports_no_unschedulable_group(kit: Kit) -> None:
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    (group,) = running.pod_groups
+    suspended = dataclasses.replace(
+        running, jobset=builder.copy().suspend().build(), pod_groups=(unschedulable(group, "m"),)
+    )
+    assert scheduling_events(reconcile(suspended)) == []
