@@ -75,13 +75,11 @@ class UpstreamController(Controller):
     async def start(self, limit: float = 300.0) -> float:
         """Start; returns the seconds from spawning the process to /readyz answering 200."""
         stem = f"upstream-{time.monotonic_ns()}"
-        pair = self.plane.ca.issue(
-            stem, common_name="upstream-webhook", ip_addresses=("127.0.0.1",), server=True
-        )
         cert_dir = self.log_path.parent / f"{stem}-certs"
         cert_dir.mkdir()
-        (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-        (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+        self.plane.ca.write_pair(
+            cert_dir, stem, common_name="upstream-webhook", ip_addresses=("127.0.0.1",), server=True
+        )
         config = self.log_path.with_suffix(".config.yaml")
         config.write_text(
             yaml.safe_dump(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import ssl
 import threading
 import time
@@ -217,13 +216,10 @@ class Side:
         cluster = self.cluster
         cluster.create_namespace(CONTROLLER_NAMESPACE)
         certs = self.workdir / f"{self.name}-webhook-certs"
-        certs.mkdir(parents=True, exist_ok=True)
-        pair = cluster.ca.issue(
-            f"{self.name}-webhook", common_name="webhook", dns_names=("localhost",),
+        cluster.ca.write_pair(
+            certs, f"{self.name}-webhook", common_name="webhook", dns_names=("localhost",),
             ip_addresses=("127.0.0.1",), server=True,
         )  # fmt: skip
-        shutil.copyfile(pair.cert, certs / "tls.crt")
-        shutil.copyfile(pair.key, certs / "tls.key")
         port = free_port()
         for path, body in webhook_configurations(f"https://127.0.0.1:{port}", cluster.ca.cert_pem):
             status, reply = cluster.request("POST", path, body)

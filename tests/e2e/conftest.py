@@ -68,12 +68,10 @@ def jobset_controller(
     health = free_port()
     log = full_cluster.workdir / "jobset-controller.log"
     cert_dir = full_cluster.workdir / "controller-webhook-certs"
-    cert_dir.mkdir(exist_ok=True)
-    pair = full_cluster.ca.issue(
-        "controller-webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
-    )
-    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    full_cluster.ca.write_pair(
+        cert_dir, "controller-webhook", common_name="webhook", ip_addresses=("127.0.0.1",),
+        server=True,
+    )  # fmt: skip
     webhook_host, _, webhook_port = controller_endpoints.webhook.rpartition(":")
     config = full_cluster.workdir / "jobset-controller-config.yaml"
     config.write_text(

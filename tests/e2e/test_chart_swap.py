@@ -466,10 +466,8 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
     )
     metrics_dir = tmp_path / "metrics-certs"
     metrics_dir.mkdir()
-    pair = cluster.ca.issue("swap-metrics", common_name="metrics", ip_addresses=("127.0.0.1",),
-                            server=True)  # fmt: skip
-    (metrics_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (metrics_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    cluster.ca.write_pair(metrics_dir, "swap-metrics", common_name="metrics",
+                          ip_addresses=("127.0.0.1",), server=True)  # fmt: skip
 
     def start_upstream(phase: str) -> tuple[UpstreamController, Material]:
         serving = upstream_rotator(cluster)

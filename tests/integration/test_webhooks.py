@@ -115,12 +115,10 @@ async def test_an_existing_claim_must_be_retained(kube: KubeClient, namespace: s
 async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
 ) -> None:
-    pair = control_plane.ca.issue(
-        f"manager-webhook-{namespace}", common_name="webhook", ip_addresses=("127.0.0.1",),
-        server=True,
+    control_plane.ca.write_pair(
+        tmp_path, f"manager-webhook-{namespace}", common_name="webhook",
+        ip_addresses=("127.0.0.1",), server=True,
     )  # fmt: skip
-    (tmp_path / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (tmp_path / "tls.key").write_bytes(pair.key.read_bytes())
     config = parse_configuration(
         {
             "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path)},

@@ -176,13 +176,10 @@ class Bench:
         )
         assert status in (201, 409), body
         self.cert_dir = workdir / "webhook-certs"
-        self.cert_dir.mkdir(exist_ok=True)
-        pair = cluster.ca.issue(
-            "swap-webhook", common_name="webhook", dns_names=("localhost",),
+        cluster.ca.write_pair(
+            self.cert_dir, "swap-webhook", common_name="webhook", dns_names=("localhost",),
             ip_addresses=("127.0.0.1",), server=True,
         )  # fmt: skip
-        (self.cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-        (self.cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
         self.webhook_port = free_port()
 
     # ---------------------------------------------------------------- configuration, webhooks

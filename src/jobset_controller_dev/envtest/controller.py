@@ -105,10 +105,7 @@ def start_local_controller(
     Why one helper: every test or bench that registers webhooks by URL on loopback needs this
     same pair, Configuration and wait, and they drifted apart when each spelled it out."""
     cert_dir = workdir / f"{stem}-certs"
-    cert_dir.mkdir(exist_ok=True)
-    pair = ca.issue(stem, common_name="webhook", ip_addresses=("127.0.0.1",), server=True)
-    (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-    (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    ca.write_pair(cert_dir, stem, common_name="webhook", ip_addresses=("127.0.0.1",), server=True)
     config = write_configuration(
         workdir / f"{stem}-config.yaml",
         {

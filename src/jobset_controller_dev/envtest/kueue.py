@@ -332,27 +332,25 @@ class Kueue:
         self.webhook_port = free_port()
         self.health_port = free_port()
         ca = self.cluster.ca
-        serving = ca.issue(
+        ca.write_pair(
+            certs,
             "kueue-webhook",
             common_name="kueue-webhook",
             dns_names=("localhost",),
             ip_addresses=("127.0.0.1",),
             server=True,
         )
-        shutil.copyfile(serving.cert, certs / "tls.crt")
-        shutil.copyfile(serving.key, certs / "tls.key")
         # The overlay's upper layer: only kueue/metrics/certs, shown over the host's /etc.
         metrics = self.workdir / "etc-upper" / _METRICS_CERTS_UNDER_ETC
         metrics.mkdir(parents=True)
-        metrics_pair = ca.issue(
+        ca.write_pair(
+            metrics,
             "kueue-metrics",
             common_name="kueue-metrics",
             dns_names=("localhost",),
             ip_addresses=("127.0.0.1",),
             server=True,
         )
-        shutil.copyfile(metrics_pair.cert, metrics / "tls.crt")
-        shutil.copyfile(metrics_pair.key, metrics / "tls.key")
         (self.workdir / "etc-work").mkdir()
 
         self.cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": self.namespace}})

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
+
 _VALIDITY = datetime.timedelta(days=30)
 
 
@@ -128,6 +130,34 @@ class CertificateAuthority:
             ),
             key=_write(self.directory / f"{stem}.key", _key_pem(key)),
         )
+
+    def write_pair(
+        self,
+        directory: Path,
+        stem: str,
+        *,
+        common_name: str,
+        organizations: tuple[str, ...] = (),
+        dns_names: tuple[str, ...] = (),
+        ip_addresses: tuple[str, ...] = (),
+        server: bool = False,
+    ) -> CertPair:
+        """Issue a leaf certificate as `issue` does and write it into `directory` (made if
+        missing) as tls.crt and tls.key: the files a controller's `certDir` holds, as a
+        kubernetes.io/tls Secret would mount them. Returns those two paths."""
+        pair = self.issue(
+            stem,
+            common_name=common_name,
+            organizations=organizations,
+            dns_names=dns_names,
+            ip_addresses=ip_addresses,
+            server=server,
+        )
+        directory.mkdir(parents=True, exist_ok=True)
+        written = CertPair(cert=directory / CERT_FILE, key=directory / KEY_FILE)
+        written.cert.write_bytes(pair.cert.read_bytes())
+        written.key.write_bytes(pair.key.read_bytes())
+        return written
 
 
 def write_service_account_keys(directory: Path) -> CertPair:

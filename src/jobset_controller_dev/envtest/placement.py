@@ -47,16 +47,14 @@ class PlacementController:
         if status == 404:
             cluster.create_namespace(CONTROLLER_NAMESPACE)
         certs = self.workdir / "webhook-certs"
-        certs.mkdir(parents=True, exist_ok=True)
-        pair = cluster.ca.issue(
+        cluster.ca.write_pair(
+            certs,
             "placement-webhook",
             common_name="webhook",
             dns_names=("localhost",),
             ip_addresses=("127.0.0.1",),
             server=True,
         )
-        (certs / "tls.crt").write_bytes(pair.cert.read_bytes())
-        (certs / "tls.key").write_bytes(pair.key.read_bytes())
         port, health = free_port(), free_port()
         config: dict[str, Any] = {
             "leaderElection": {"leaderElect": False, "resourceNamespace": CONTROLLER_NAMESPACE},

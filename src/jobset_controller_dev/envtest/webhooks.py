@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from jobset_controller.api import FeatureGates
-from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.client import KubeClient, NotFound
 from jobset_controller.runtime.servingtls import pair_context
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
@@ -99,12 +98,10 @@ async def jobset_webhooks_served(
     """Our JobSet webhook server on 127.0.0.1 (a certificate from the control plane's CA in
     ``cert_dir``, PVC lookups through ``kube``), registered for ``namespace`` only: CREATE for the
     mutating webhook, ``validate_operations`` for the validating one. Removed on exit."""
-    pair = plane.ca.issue(
-        f"webhook-{namespace}", common_name="webhook", dns_names=("localhost",),
+    plane.ca.write_pair(
+        cert_dir, f"webhook-{namespace}", common_name="webhook", dns_names=("localhost",),
         ip_addresses=("127.0.0.1",), server=True,
     )  # fmt: skip
-    (cert_dir / CERT_FILE).write_bytes(pair.cert.read_bytes())
-    (cert_dir / KEY_FILE).write_bytes(pair.key.read_bytes())
 
     async def lookup(ns: str, name: str) -> dict[str, Any] | None:
         try:
