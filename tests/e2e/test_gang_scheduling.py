@@ -1,0 +1,566 @@
+"""Gang scheduling (KEP-969, gate JobSetWorkloadAwareSchedulingAPI) against Kubernetes' own
+kube-apiserver and kube-scheduler serving scheduling.k8s.io/v1beta1 (Kubernetes >= 1.37 with the
+GenericWorkload gate; the scheduler's GangScheduling plugin is on with it). docs/behaviour.md
+#gang-scheduling.
+
+Why a cluster of its own: the API and the scheduler plugin are off on the session's cluster (as on
+a cluster nobody configured for it), and the test swaps our controller between gate on and gate
+off, which no other test's JobSets may see. The cluster starts without nodes; every test gets a
+pool of small kwok nodes of its own (2 CPUs each, selected by a label its pods ask for), so the
+"does it fit" arithmetic of one test never depends on what another left behind. Pods request 1 CPU
+and run until deleted.
+
+Our controller runs as a user runs it (`jobset-controller run`), its JobSet webhooks registered
+by URL for each test's namespace only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobset_controller.runtime.client import ApiError, KubeClient
+from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
+from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
+from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
+from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.nodes import NodeSpec
+from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.processes import processes_mentioning
+from jobset_controller_dev.envtest.webhooks import (
+    MUTATING,
+    VALIDATING,
+    jobset_webhook_configuration,
+)
+
+pytestmark = pytest.mark.e2e
+
+GATE = "JobSetWorkloadAwareSchedulingAPI"
+SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
+ADVERTISE = "192.0.2.1"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+POOL_LABEL = "gang-e2e.jobset.test/pool"
+NODE_CPUS = 2
+WITHIN = 60.0  # seconds for anything the scheduler or the controller does on a loaded machine
+
+
+def apiserver_version(bin_dir: Path) -> tuple[int, ...]:
+    """The kube-apiserver binary's version, e.g. (1, 37, 2), from ``--version``."""
+    reply = subprocess.run(
+        [str(bin_dir / "kube-apiserver"), "--version"], capture_output=True, text=True, check=True
+    )
+    numbers = reply.stdout.split()[-1].lstrip("v").split("-")[0]
+    return tuple(int(part) for part in numbers.split("."))
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[FullCluster]:
+    full = FullCluster(
+        workload_api=True,
+        nodes=[],
+        keep_workdir=os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1",
+        # 1.37's kube-apiserver refuses a loopback --advertise-address ("may not be in the
+        # loopback range", the endpoint reconciler's check); nothing here dials the advertised
+        # address (clients use 127.0.0.1), so a documentation address (TEST-NET-1) stands in.
+        advertise_address=ADVERTISE,
+        # The API server stamps every PodGroup with the scheduling.k8s.io/podgroup-protection
+        # finalizer; only this kcm controller removes it (once no active pod names the group).
+        # Without it no PodGroup is ever deleted: not on suspend, not with its namespace.
+        controllers=(*DEFAULT_CONTROLLERS, "podgroup-protection-controller"),
+    )
+    version = apiserver_version(full.bin_dir)
+    if version < (1, 37):
+        # scheduling.k8s.io/v1beta1 does not exist before 1.37: the API server would not start.
+        pytest.skip(f"gang scheduling needs Kubernetes >= 1.37; {full.bin_dir} holds {version}")
+    full.start()
+    marker = str(full.workdir)
+    try:
+        yield full
+    finally:
+        full.stop()
+        assert processes_mentioning(marker) == []
+
+
+class Controllers:
+    """Our controller, with the gate on or off: one process at a time (both would reconcile every
+    JobSet of the cluster), swapped only when a test asks for the other setting."""
+
+    def __init__(self, cluster: FullCluster) -> None:
+        self.cluster = cluster
+        self.process: ControllerProcess | None = None
+        self.gate: bool | None = None
+        self.webhook_port = 0
+        self.starts = 0
+
+    def use(self, gate: bool) -> ControllerProcess:
+        if self.process is not None and self.gate == gate:
+            return self.process
+        self.stop()
+        self.starts += 1
+        stem = f"gang-{'on' if gate else 'off'}-{self.starts}"
+        self.process = start_local_controller(
+            workdir=self.cluster.workdir,
+            ca=self.cluster.ca,
+            kubeconfig=self.cluster.kubeconfig,
+            stem=stem,
+            sections={"featureGates": {GATE: gate}},
+        )
+        self.gate = gate
+        config = yaml.safe_load((self.cluster.workdir / f"{stem}-config.yaml").read_text())
+        self.webhook_port = int(config["webhook"]["port"])
+        return self.process
+
+    def stop(self) -> None:
+        if self.process is not None:
+            process, self.process = self.process, None
+            assert process.stop(60) == 0, process.tail()
+
+
+@pytest.fixture(scope="module")
+def controllers(cluster: FullCluster) -> Iterator[Controllers]:
+    holder = Controllers(cluster)
+    try:
+        yield holder
+    finally:
+        holder.stop()
+
+
+@dataclass
+class Space:
+    """A test's namespace, its node pool and the client it talks through."""
+
+    cluster: FullCluster
+    kube: KubeClient
+    name: str
+    pool: str
+    nodes: list[str] = field(default_factory=list)
+    webhooks: list[tuple[str, str]] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ setup
+    def add_nodes(self, count: int) -> list[str]:
+        start = len(self.nodes)
+        specs = [
+            NodeSpec(
+                name=f"{self.pool}-{start + i}",
+                labels={POOL_LABEL: self.pool},
+                cpu=str(NODE_CPUS),
+                memory="8Gi",
+                gpus=0,
+            )
+            for i in range(count)
+        ]
+        names = self.cluster.add_nodes(specs)
+        self.nodes += names
+        return names
+
+    def register_webhooks(self, port: int) -> None:
+        """Our JobSet webhooks (defaulting, validation) for this namespace only, by URL."""
+        self.unregister_webhooks()
+        base = f"https://127.0.0.1:{port}"
+        ca = self.cluster.ca.cert_pem
+        for path, name, hook, url, operations in (
+            (MUTATING, f"gang-m-{self.name}", "mjobset.kb.io", base + MUTATE_PATH, ["CREATE"]),
+            (
+                VALIDATING,
+                f"gang-v-{self.name}",
+                "vjobset.kb.io",
+                base + VALIDATE_PATH,
+                ["CREATE", "UPDATE"],
+            ),
+        ):
+            body = jobset_webhook_configuration(name, hook, url, ca, self.name, operations)
+            status, reply = self.cluster.request("POST", path, body)
+            assert status == 201, reply
+            self.webhooks.append((path, name))
+
+    def unregister_webhooks(self) -> None:
+        for path, name in self.webhooks:
+            self.cluster.request("DELETE", f"{path}/{name}")
+        self.webhooks.clear()
+
+    # ------------------------------------------------------------------ JobSets
+    def jobset(self, name: str, *jobs: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        return jobset_manifest(name, replicated_jobs=jobs, **spec)
+
+    def rjob(self, name: str, replicas: int, pods: int, **fields: Any) -> dict[str, Any]:
+        """Jobs of ``pods`` pods each, 1 CPU a pod, on this test's pool, running until deleted."""
+        return replicated_job(
+            name,
+            replicas,
+            pods=pods,
+            backoff_limit=0,
+            annotations={RUN_FOREVER_ANNOTATION: "true"},
+            containers=[container(resources={"requests": {"cpu": "1"}})],
+            pod_spec={"nodeSelector": {POOL_LABEL: self.pool}},
+            **fields,
+        )
+
+    def jobsets_path(self, name: str = "") -> str:
+        path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{self.name}/jobsets"
+        return f"{path}/{name}" if name else path
+
+    async def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.kube.create(self.jobsets_path(), body)
+
+    async def set_suspend(self, name: str, suspend: bool) -> None:
+        await self.kube.merge_patch(self.jobsets_path(name), {"spec": {"suspend": suspend}})
+
+    # ------------------------------------------------------------------ reading
+    async def pods(self, jobset: str) -> list[dict[str, Any]]:
+        reply = await self.kube.get(
+            f"/api/v1/namespaces/{self.name}/pods", labelSelector=f"{JOBSET_NAME}={jobset}"
+        )
+        return [
+            pod for pod in reply.get("items") or () if not pod["metadata"].get("deletionTimestamp")
+        ]
+
+    async def bound(self, jobset: str) -> tuple[int, int]:
+        """(pods with a node, pods) of the JobSet now."""
+        pods = await self.pods(jobset)
+        return sum(1 for pod in pods if pod["spec"].get("nodeName")), len(pods)
+
+    async def scheduling_objects(self, plural: str) -> list[dict[str, Any]]:
+        reply = await self.kube.get(f"{SCHEDULING}/namespaces/{self.name}/{plural}")
+        return list(reply.get("items") or ())
+
+    async def events(self, jobset: str, reason: str) -> list[dict[str, Any]]:
+        reply = await self.kube.get(f"/apis/events.k8s.io/v1/namespaces/{self.name}/events")
+        return [
+            event
+            for event in reply.get("items") or ()
+            if event.get("reason") == reason
+            and (event.get("regarding") or {}).get("name") == jobset
+            and (event.get("regarding") or {}).get("kind") == "JobSet"
+        ]
+
+    async def wait_all_bound(self, jobset: str, count: int, what: str = "") -> list[dict[str, Any]]:
+        async def done() -> bool:
+            return await self.bound(jobset) == (count, count)
+
+        await eventually(done, what or f"all {count} pods of {jobset} bound", WITHIN)
+        return await self.pods(jobset)
+
+
+@pytest.fixture
+async def kube(cluster: FullCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def space(cluster: FullCluster, kube: KubeClient) -> Iterator[Space]:
+    suffix = uuid.uuid4().hex[:6]
+    name = cluster.create_namespace(f"gang-{suffix}")
+    result = Space(cluster, kube, name, pool=f"gang-{suffix}")
+    try:
+        yield result
+    finally:
+        result.unregister_webhooks()
+        cluster.delete_namespace(name)
+        cluster.delete_nodes(result.nodes)
+
+
+@pytest.fixture
+def gated(controllers: Controllers, space: Space) -> Space:
+    """The space, reconciled by our controller with the gate on and admitted by its webhooks."""
+    controllers.use(True)
+    space.register_webhooks(controllers.webhook_port)
+    return space
+
+
+def digest(kind: str, namespace: str, identity: str) -> str:
+    """KEP-969's name hash, spelled out here to pin it: SHA-1 of <kind>/<namespace>/<identity>."""
+    text = f"{kind}/{namespace}/{identity}".encode()
+    return hashlib.sha1(text, usedforsecurity=False).hexdigest()[:10]
+
+
+def owned_by(obj: dict[str, Any], jobset: dict[str, Any]) -> bool:
+    (owner,) = obj["metadata"]["ownerReferences"]
+    return bool(
+        owner["kind"] == "JobSet"
+        and owner["name"] == jobset["metadata"]["name"]
+        and owner["uid"] == jobset["metadata"]["uid"]
+        and owner.get("controller") is True
+    )
+
+
+def scheduled(group: dict[str, Any]) -> str | None:
+    """The status of the scheduler's PodGroupInitiallyScheduled condition on the PodGroup."""
+    found = condition(group, "PodGroupInitiallyScheduled")
+    return None if found is None else str(found["status"])
+
+
+def names(objs: list[dict[str, Any]]) -> list[str]:
+    return [str(obj["metadata"]["name"]) for obj in objs]
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for entry in (obj.get("status") or {}).get("conditions") or ():
+        if entry.get("type") == kind:
+            return dict(entry)
+    return None
+
+
+# ---------------------------------------------------------------------------------------- tests
+
+
+async def test_a_gang_that_fits_is_bound_at_once_through_the_keps_workload_and_pod_group(
+    gated: Space,
+) -> None:
+    space = gated
+    space.add_nodes(2)  # 4 CPUs: the 4 pods fit exactly
+    created = await space.create(
+        space.jobset("fit", space.rjob("w", 2, 2), scheduling={"schedulingPolicy": {"gang": {}}})
+    )
+    pods = await space.wait_all_bound("fit", 4)
+
+    name = f"fit-{digest('JobSet', space.name, 'fit')}"
+    (workload,) = await space.scheduling_objects("workloads")
+    (group,) = await space.scheduling_objects("podgroups")
+    assert workload["metadata"]["name"] == name
+    assert group["metadata"]["name"] == name  # the top-level PodGroup shares the Workload's name
+    assert owned_by(workload, created)
+    assert owned_by(group, created)
+    assert workload["spec"]["controllerRef"] == {
+        "apiGroup": "jobset.x-k8s.io",
+        "kind": "JobSet",
+        "name": "fit",
+    }
+    # 1.37.2 writes `schedulingConstraints: null` into every template (the v1beta1 field has no
+    # omitempty): only the fields set count.
+    templates = [
+        {key: value for key, value in template.items() if value is not None}
+        for template in workload["spec"]["podGroupTemplates"]
+    ]
+    assert templates == [{"name": "fit", "schedulingPolicy": {"gang": {"minCount": 4}}}]
+    assert group["spec"]["workloadRef"] == {"workloadName": name, "templateName": "fit"}
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert {pod["spec"]["schedulingGroup"]["podGroupName"] for pod in pods} == {name}
+    # The scheduler placed them as one gang and says so on the PodGroup.
+    assert scheduled(group) == "True", group.get("status")
+    assert await space.events("fit", "PodGroupUnschedulable") == []
+
+
+async def test_a_gang_one_pod_too_big_binds_no_pod_and_says_why_until_a_node_is_added(
+    gated: Space,
+) -> None:
+    space = gated
+    space.add_nodes(2)  # 4 CPUs for 5 pods
+    await space.create(space.jobset("big", space.rjob("w", 1, 5), scheduling={}))
+    name = f"big-{digest('JobSet', space.name, 'big')}"
+
+    async def verdict() -> dict[str, Any] | None:
+        groups = await space.scheduling_objects("podgroups")
+        return condition(groups[0], "PodGroupInitiallyScheduled") if groups else None
+
+    async def notes() -> set[str]:
+        return {event["note"] for event in await space.events("big", "PodGroupUnschedulable")}
+
+    async def reported() -> bool:
+        # The scheduler may retry and reword between two reads: the event for the current words.
+        current = await verdict()
+        return current is not None and (
+            f"PodGroup {name} cannot be scheduled: {current['message']}" in await notes()
+        )
+
+    await eventually(reported, "the scheduler's verdict as an event on the JobSet", WITHIN)
+    current = await verdict()
+    assert current is not None
+    assert (current["status"], current["reason"]) == ("False", "Unschedulable")
+    assert all(note.startswith(f"PodGroup {name} cannot be scheduled: ") for note in await notes())
+    print(f"unschedulable gang: {current['message']}")
+    assert await space.bound("big") == (0, 5)  # all or nothing: nothing
+
+    space.add_nodes(1)  # now 6 CPUs
+    await space.wait_all_bound("big", 5, "the whole gang binds once a node is added")
+    (group,) = await space.scheduling_objects("podgroups")
+    assert scheduled(group) == "True", group.get("status")
+
+
+async def test_two_gangs_that_cannot_both_fit_are_never_half_placed_and_one_runs(
+    gated: Space,
+) -> None:
+    """4 CPUs, two gangs of 3: without gangs each could get 2 pods and neither ever run.
+
+    Binding is one API call per pod, after the gang's scheduling cycle placed them all, so a read
+    may land between two of a gang's bindings: a partial count is allowed only while it is on its
+    way to the whole gang (it must be complete at the next observations), never as a state."""
+    space = gated
+    space.add_nodes(2)
+    gangs = ("red", "blue")
+    await asyncio.gather(
+        *(space.create(space.jobset(js, space.rjob("w", 1, 3), scheduling={})) for js in gangs)
+    )
+    history: dict[str, list[int]] = {js: [] for js in gangs}
+
+    async def settled() -> bool:
+        counts = {js: await space.bound(js) for js in gangs}
+        for js, (bound, _) in counts.items():
+            history[js].append(bound)
+        complete = [js for js, (bound, total) in counts.items() if bound == total == 3]
+        empty = [js for js, (bound, total) in counts.items() if bound == 0 and total == 3]
+        if len(complete) != 1 or len(empty) != 1:
+            return False
+        # The loser must have been judged by the scheduler, not merely not reached yet.
+        loser = empty[0]
+        return bool(await space.events(loser, "PodGroupUnschedulable"))
+
+    await eventually(settled, "one gang bound whole, the other reported unschedulable", WITHIN)
+    winner = next(js for js in gangs if history[js][-1] == 3)
+    loser = next(js for js in gangs if js != winner)
+    assert set(history[loser]) == {0}, history  # the loser never held a node
+    climb = history[winner]
+    assert climb == sorted(climb), history  # never lost a pod on the way
+    partial = [i for i, bound in enumerate(climb) if 0 < bound < 3]
+    # A partial read is a binding in flight: the gang is whole within two reads of it.
+    assert all(climb[min(i + 2, len(climb) - 1)] == 3 for i in partial), history
+    print(f"gang race: {winner} won; reads {len(climb)}, partial reads {len(partial)}")
+
+
+async def test_per_replicated_job_gangs_with_depends_on_start_in_order_without_deadlock(
+    gated: Space,
+) -> None:
+    """One JobSet-wide gang could never fill while the workers wait for the leader to be Ready:
+    a sequenced JobSet gets one gang per ReplicatedJob, exactly the 5 CPUs the pool has."""
+    space = gated
+    space.add_nodes(3)  # 6 CPUs; the pods need 5
+    leader = space.rjob("leader", 1, 1)
+    workers = space.rjob("workers", 2, 2, dependsOn=[{"name": "leader", "status": "Ready"}])
+    await space.create(space.jobset("seq", leader, workers, scheduling={}))
+    pods = await space.wait_all_bound("seq", 5, "the leader's and then the workers' gangs bind")
+
+    groups = {
+        g["spec"]["workloadRef"]["templateName"]: g
+        for g in await space.scheduling_objects("podgroups")
+    }
+    assert set(groups) == {"leader", "workers"}
+    assert groups["leader"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 1}}
+    assert groups["workers"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    for template, group in groups.items():
+        assert group["metadata"]["name"] == (
+            f"seq-{template}-{digest('ReplicatedJob', space.name, f'seq/{template}')}"
+        )
+        assert scheduled(group) == "True", group.get("status")
+    by_rjob: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        rjob = pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]
+        by_rjob.setdefault(rjob, []).append(pod)
+        assert pod["spec"]["schedulingGroup"]["podGroupName"] == (groups[rjob]["metadata"]["name"])
+    # In order: no worker pod existed before the leader's pod was Ready.
+    (leader_pod,) = by_rjob["leader"]
+    ready = condition(leader_pod, "Ready")
+    assert ready is not None
+    assert ready["status"] == "True"
+    assert all(
+        pod["metadata"]["creationTimestamp"] >= ready["lastTransitionTime"]
+        for pod in by_rjob["workers"]
+    )
+
+
+async def test_suspend_deletes_the_workload_and_pod_groups_and_resume_binds_the_gang_again(
+    gated: Space,
+) -> None:
+    space = gated
+    space.add_nodes(2)
+    await space.create(space.jobset("sus", space.rjob("w", 1, 3), scheduling={}))
+    await space.wait_all_bound("sus", 3)
+    (workload,) = await space.scheduling_objects("workloads")
+    (group,) = await space.scheduling_objects("podgroups")
+
+    await space.set_suspend("sus", True)
+
+    left: dict[str, list[str]] = {}
+
+    async def gone() -> bool:
+        left["workloads"] = names(await space.scheduling_objects("workloads"))
+        left["podgroups"] = names(await space.scheduling_objects("podgroups"))
+        left["pods"] = names(await space.pods("sus"))
+        return not any(left.values())
+
+    try:
+        await eventually(gone, "Workload, PodGroup and pods deleted on suspend", WITHIN)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; still there: {left}") from None
+
+    await space.set_suspend("sus", False)
+    await space.wait_all_bound("sus", 3, "the gang binds again after resume")
+    (again,) = await space.scheduling_objects("workloads")
+    (group_again,) = await space.scheduling_objects("podgroups")
+    assert again["metadata"]["name"] == workload["metadata"]["name"]
+    assert group_again["metadata"]["name"] == group["metadata"]["name"]
+    assert again["metadata"]["uid"] != workload["metadata"]["uid"]  # recreated, not kept
+    assert group_again["metadata"]["uid"] != group["metadata"]["uid"]
+
+
+@contextlib.asynccontextmanager
+async def added_watch(kube: KubeClient, path: str) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every object ADDED under ``path`` from now on (a watch from the current list's version:
+    what it sees is everything created since, even if deleted again before we look)."""
+    listing = await kube.get(path)
+    version = listing["metadata"]["resourceVersion"]
+    added: list[dict[str, Any]] = [*(listing.get("items") or ())]
+
+    async def follow() -> None:
+        params = {"resourceVersion": version, "allowWatchBookmarks": "false"}
+        async for event in kube.watch(path, params=params, read_timeout=3600):
+            if event.get("type") == "ADDED":
+                added.append(event["object"])
+
+    task = asyncio.create_task(follow())
+    try:
+        yield added
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ApiError):
+            await task
+
+
+async def test_gate_off_refuses_scheduling_at_admission_and_a_jobset_that_got_in_runs_unganged(
+    controllers: Controllers, space: Space, kube: KubeClient
+) -> None:
+    controllers.use(False)
+    space.register_webhooks(controllers.webhook_port)
+    space.add_nodes(2)
+    body = space.jobset("off", space.rjob("w", 1, 3), scheduling={})
+    with pytest.raises(ApiError) as refused:
+        await space.create(body)
+    assert "JobSetWorkloadAwareSchedulingAPI" in str(refused.value), refused.value
+
+    # One that reached the controller anyway (admitted while the webhooks were not called).
+    space.unregister_webhooks()
+    base = f"{SCHEDULING}/namespaces/{space.name}"
+    async with (
+        added_watch(kube, f"{base}/workloads") as workloads,
+        added_watch(kube, f"{base}/podgroups") as pod_groups,
+    ):
+        await space.create(body)
+        pods = await space.wait_all_bound("off", 3, "the pods schedule without a gang")
+
+        async def running() -> bool:
+            phases = {pod["status"].get("phase") for pod in await space.pods("off")}
+            return phases == {"Running"}
+
+        await eventually(running, "the pods run", WITHIN)
+        # The controller has seen the JobSet through: its status counts the active Job.
+        js = await kube.get(space.jobsets_path("off"))
+        assert (js.get("status") or {}).get("replicatedJobsStatus"), js.get("status")
+    assert workloads == []
+    assert pod_groups == []
+    assert all("schedulingGroup" not in pod["spec"] for pod in pods)
+    conditions = (js.get("status") or {}).get("conditions") or []
+    assert not any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
