@@ -6,7 +6,8 @@
 #
 # Usage: hack/k8s-binaries.sh [component ...]     prints the bin directory on the last line of stdout
 #   components: etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm
-#               kubelet kube-proxy coredns (the real-node tier's node and cluster DNS)
+#               kubelet kube-proxy coredns containerd (the real-node tier's node, cluster DNS and
+#               container runtime: containerd, containerd-shim-runc-v2, ctr)
 #   (default: all of them)
 #
 # Cache: ${JOBSET_CACHE_DIR:-$XDG_CACHE_HOME/jobset-controller or ~/.cache/jobset-controller}/k8s-<version>/bin
@@ -15,17 +16,21 @@
 # components missing there are built.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.36.3}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"     # the etcd k8s.io/kubernetes v1.36 pins in its go.mod
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"     # the newest k8s.io/kubernetes the Go module proxy serves
+ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"     # the etcd k8s.io/kubernetes v1.37 pins in its go.mod
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 HELM_VERSION="${HELM_VERSION:-v3.19.0}"    # renders charts/ in the tests
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.7}"  # the real-node tier's cluster DNS
+# The real-node tier's CRI runtime. Debian 12's containerd 1.6 does not answer the CRI's
+# RuntimeConfig; kubelet 1.37.2 still falls back to its own cgroupDriver then, but counts it as
+# losing support in 1.38 (CRILosingSupport{version="1.38.0"}). v2.4 speaks cri-api 0.37.
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 
 cache_root="${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}"
 bin_dir="$cache_root/k8s-$K8S_VERSION/bin"
 work_dir="$cache_root/k8s-$K8S_VERSION/build"
 
-all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm kubelet kube-proxy coredns)
+all=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok helm kubelet kube-proxy coredns containerd)
 kube=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 if [ "$#" -gt 0 ]; then wanted=("$@"); else wanted=("${all[@]}"); fi
 
@@ -45,14 +50,15 @@ find_prebuilt() {
 mkdir -p "$bin_dir"
 missing=()
 for c in "${wanted[@]}"; do
-  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok|helm|kubelet|kube-proxy|coredns) ;;
+  case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok|helm|kubelet|kube-proxy|coredns|containerd) ;;
     *) log "unknown component '$c' (known: ${all[*]})"; exit 2 ;; esac
   if p=$(find_prebuilt "$c"); then
     ln -sf "$p" "$bin_dir/$c"
     [ "$c" = etcd ] && [ -x "$(dirname "$p")/etcdctl" ] && ln -sf "$(dirname "$p")/etcdctl" "$bin_dir/etcdctl"
     continue
   fi
-  if [ ! -x "$bin_dir/$c" ] || { [ "$c" = etcd ] && [ ! -x "$bin_dir/etcdctl" ]; }; then
+  if [ ! -x "$bin_dir/$c" ] || { [ "$c" = etcd ] && [ ! -x "$bin_dir/etcdctl" ]; } \
+     || { [ "$c" = containerd ] && { [ ! -x "$bin_dir/ctr" ] || [ ! -x "$bin_dir/containerd-shim-runc-v2" ]; }; }; then
     missing+=("$c")
   fi
 done
@@ -191,6 +197,19 @@ build_coredns() {
   log "coredns $COREDNS_VERSION built ($(elapsed))"
 }
 
+build_containerd() {
+  # containerd's go.mod has no replace directives, so `go install` builds the three commands as
+  # released. The tags leave out the btrfs and devmapper snapshotters (C headers; the node uses
+  # overlayfs).
+  local c
+  for c in containerd containerd-shim-runc-v2 ctr; do
+    GOBIN="$bin_dir" go install -trimpath -tags no_btrfs,no_devmapper \
+      -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/$c@$CONTAINERD_VERSION" >&2
+  done
+  log "containerd $CONTAINERD_VERSION built ($(elapsed))"
+}
+
 has etcd && build_etcd
 for c in "${kube[@]}"; do
   if has "$c"; then build_kube; break; fi
@@ -198,5 +217,6 @@ done
 has kwok && build_kwok
 has helm && build_helm
 has coredns && build_coredns
+has containerd && build_containerd
 log "done in $(elapsed); cache size $(du -sh "$cache_root/k8s-$K8S_VERSION" | cut -f1)"
 echo "$bin_dir"

@@ -13,16 +13,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-K8S_VERSION = "v1.36.3"
-ETCD_VERSION = "v3.6.8"
+K8S_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.7.0"
 KWOK_VERSION = "v0.7.0"
 HELM_VERSION = "v3.19.0"
 COREDNS_VERSION = "v1.14.7"
+CONTAINERD_VERSION = "v2.4.2"
 
 INTEGRATION_COMPONENTS = ("etcd", "kube-apiserver", "kubectl")
 FULL_COMPONENTS = (*INTEGRATION_COMPONENTS, "kube-controller-manager", "kube-scheduler", "kwok")
-# The real-node tier: the full cluster's control plane, a real kubelet and kube-proxy, CoreDNS.
-NODE_COMPONENTS = (*FULL_COMPONENTS, "kubelet", "kube-proxy", "coredns", "helm")
+# The real-node tier: the full cluster's control plane, a real kubelet and kube-proxy, CoreDNS,
+# and containerd (with its runc shim and ctr).
+NODE_COMPONENTS = (*FULL_COMPONENTS, "kubelet", "kube-proxy", "coredns", "helm", "containerd")
 
 
 class BinariesMissing(RuntimeError):
@@ -53,6 +55,8 @@ def repo_root() -> Path | None:
 
 def _complete(directory: Path, components: tuple[str, ...]) -> bool:
     names = list(components) + (["etcdctl"] if "etcd" in components else [])
+    if "containerd" in components:
+        names += ["containerd-shim-runc-v2", "ctr"]
     return all(os.access(directory / n, os.X_OK) for n in names)
 
 
@@ -83,6 +87,7 @@ def ensure_binaries(components: tuple[str, ...] = INTEGRATION_COMPONENTS) -> Pat
         KWOK_VERSION=KWOK_VERSION,
         HELM_VERSION=HELM_VERSION,
         COREDNS_VERSION=COREDNS_VERSION,
+        CONTAINERD_VERSION=CONTAINERD_VERSION,
     )
     result = subprocess.run(
         [str(root / "hack" / "k8s-binaries.sh"), *components],

@@ -14,6 +14,7 @@ unless `keep_workdir` is set.
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import shutil
 import ssl
@@ -66,6 +67,7 @@ def default_crd_paths() -> list[Path]:
     if root is None:
         return []
     return sorted((root / "manifests" / "crd" / "bases").glob("*.yaml"))
+
 
 # Kubernetes 1.37's Workload-Aware Scheduling: GenericWorkload (beta, off by default) makes the
 # apiserver able to serve scheduling.k8s.io/v1beta1 and turns on kube-scheduler's GangScheduling
@@ -237,6 +239,7 @@ class ControlPlane:
                 f"--etcd-servers={self.etcd_endpoint}",
                 f"--bind-address={self.bind_address}",
                 f"--advertise-address={self.advertise_address}",
+                *self._endpoint_reconciler_args(),
                 f"--secure-port={self._apiserver_port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={self.serving.cert}",
@@ -263,6 +266,16 @@ class ControlPlane:
         self._wait(
             self.apiserver, lambda: self._get_status("/readyz") == 200, "kube-apiserver /readyz"
         )
+
+    def _endpoint_reconciler_args(self) -> list[str]:
+        """Kubernetes 1.37 refuses to start when the address it would publish as the `default/
+        kubernetes` Service's endpoint is a loopback one ("may not be in the loopback range").
+        On loopback nothing in the cluster can use that endpoint anyway (no pod reaches this
+        host's 127.0.0.1), so such a control plane publishes none; the real-node tier advertises
+        its node address and keeps the lease reconciler."""
+        if ipaddress.ip_address(self.advertise_address).is_loopback:
+            return ["--endpoint-reconciler-type=none"]
+        return []
 
     def feature_gate_args(self) -> list[str]:
         """The ``--feature-gates`` flag every Kubernetes component of this cluster gets."""

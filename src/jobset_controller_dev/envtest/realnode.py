@@ -9,9 +9,9 @@ Layout (one node, `jobset-node`, address 10.88.0.2 on a veth pair inside the nam
 - the control plane (`FullCluster` without simulated nodes, plus the Deployment and ReplicaSet
   controllers) listens on 0.0.0.0 inside the namespace and advertises 10.88.0.2, so pods reach
   it through the `kubernetes` Service (kube-proxy's DNAT) while this process uses 127.0.0.1;
-- containerd (CRI v1, runc, overlayfs) with a bridge CNI (`cni0`, pods in 10.244.0.0/24), its
-  root and state in the work directory; images come from `podman save` archives (`ctr import`),
-  the pod sandbox is `localhost/pause:local` (hack/image.sh builds both);
+- containerd 2 (built with the binaries: CRI v1, runc, overlayfs) with a bridge CNI (`cni0`, pods
+  in 10.244.0.0/24), its root and state in the work directory; images come from `podman save`
+  archives (`ctr import`), the pod sandbox is `localhost/pause:local` (hack/image.sh builds both);
 - the kubelet, with the settings these VMs need (cgroup v1 allowed, cgroupfs under a root of
   its own, no negative oom_score_adj, no image GC), authenticating as the admin;
 - kube-proxy in iptables mode, inside the namespace;
@@ -28,7 +28,7 @@ removes the node's cgroups and ends the namespace: nothing is left behind (`left
 what would be). Start and stop from the main thread; between the two, that thread is inside the
 node's network namespace (`NetNamespace.entered`).
 
-Needs root, unshare/nsenter, iptables, containerd, runc and the CNI plugins
+Needs root, unshare/nsenter, iptables, runc and the CNI plugins
 (hack/node-packages.sh); `unavailable()` says in one line what is missing.
 """
 
@@ -94,7 +94,7 @@ def unavailable() -> str | None:
     """Why this machine cannot run a real node, in one line; None when it can."""
     if os.geteuid() != 0:
         return "the real-node tier needs root (namespaces, mounts, cgroups)"
-    for tool in ("unshare", "nsenter", "iptables", "containerd", "runc", "ip"):
+    for tool in ("unshare", "nsenter", "iptables", "runc", "ip"):
         if shutil.which(tool) is None:
             return f"the real-node tier needs {tool} (hack/node-packages.sh installs it)"
     if not (CNI_BIN_DIR / "bridge").exists():
@@ -233,10 +233,11 @@ class RealNode:
         (cni_conf / "10-bridge.conflist").write_text(json.dumps(_cni_config(), indent=2))
         config = root / "config.toml"
         root.mkdir(parents=True, exist_ok=True)
-        config.write_text(_containerd_config(root, self.containerd_socket, cni_conf))
+        shim = self.cluster.bin_dir / "containerd-shim-runc-v2"
+        config.write_text(_containerd_config(root, self.containerd_socket, cni_conf, shim))
         self.containerd = ManagedProcess(
             "containerd",
-            self.netns.wrap(["containerd", f"--config={config}"]),
+            self.netns.wrap([str(self.cluster.bin_dir / "containerd"), f"--config={config}"]),
             self.workdir / "containerd.log",
         )
         self.containerd.start()
@@ -244,8 +245,12 @@ class RealNode:
 
     def ctr(self, *args: str) -> str:
         return self.netns.run(
-            "ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args
+            self._ctr, f"--address={self.containerd_socket}", "--namespace=k8s.io", *args
         )
+
+    @property
+    def _ctr(self) -> str:
+        return str(self.cluster.bin_dir / "ctr")
 
     def _import_images(self) -> None:
         for archive in self._images:
@@ -386,7 +391,7 @@ class RealNode:
         tasks = self.ctr("tasks", "list", "--quiet").split()
         for task in tasks:
             self.netns.run(
-                "ctr",
+                self._ctr,
                 f"--address={self.containerd_socket}",
                 "--namespace=k8s.io",
                 "tasks",
@@ -479,9 +484,14 @@ def _cni_config() -> dict[str, Any]:
     }
 
 
-def _containerd_config(root: Path, socket: Path, cni_conf: Path) -> str:
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
-    return f"""version = 2
+def _containerd_config(root: Path, socket: Path, cni_conf: Path, shim: Path) -> str:
+    """containerd 2.x's configuration, in the version 3 layout (the CRI plugin split into
+    ``cri.v1.images`` and ``cri.v1.runtime``); 2.4 migrates it to its version 4 at start, which
+    keeps the ttrpc socket next to the gRPC one. The runc shim is named by path: it is built
+    with containerd into the binaries' cache, not installed on PATH."""
+    images = 'plugins."io.containerd.cri.v1.images"'
+    runtime = 'plugins."io.containerd.cri.v1.runtime"'
+    return f"""version = 3
 root = "{root / "root"}"
 state = "{root / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
@@ -490,25 +500,30 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [grpc]
   address = "{socket}"
 
-[{cri}]
-  sandbox_image = "{PAUSE_IMAGE}"
+[{images}]
+  snapshotter = "overlayfs"
+
+[{images}.pinned_images]
+  sandbox = "{PAUSE_IMAGE}"
+
+[{runtime}]
   # No CAP_SYS_RESOURCE here: clamp negative oom_score_adj instead of failing the container.
   restrict_oom_score_adj = true
   enable_selinux = false
   disable_apparmor = true
 
-[{cri}.containerd]
-  snapshotter = "overlayfs"
+[{runtime}.containerd]
   default_runtime_name = "runc"
 
-[{cri}.containerd.runtimes.runc]
+[{runtime}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
+  runtime_path = "{shim}"
 
-[{cri}.containerd.runtimes.runc.options]
+[{runtime}.containerd.runtimes.runc.options]
   SystemdCgroup = false
 
-[{cri}.cni]
-  bin_dir = "{CNI_BIN_DIR}"
+[{runtime}.cni]
+  bin_dirs = ["{CNI_BIN_DIR}"]
   conf_dir = "{cni_conf}"
 """
 

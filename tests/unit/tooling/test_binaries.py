@@ -13,7 +13,15 @@ SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "k8s-binaries.sh"
 
 
 @pytest.mark.parametrize(
-    "name", ["K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "HELM_VERSION", "COREDNS_VERSION"]
+    "name",
+    [
+        "K8S_VERSION",
+        "ETCD_VERSION",
+        "KWOK_VERSION",
+        "HELM_VERSION",
+        "COREDNS_VERSION",
+        "CONTAINERD_VERSION",
+    ],
 )
 def test_script_defaults_match_python_versions(name: str) -> None:
     match = re.search(rf'^{name}="\$\{{{name}:-([^}}]+)\}}"', SCRIPT.read_text(), re.MULTILINE)
