@@ -507,6 +507,33 @@ async def test_suspend_deletes_the_workload_and_pod_groups_and_resume_binds_the_
     assert group_again["metadata"]["uid"] != group["metadata"]["uid"]
 
 
+async def test_jobs_created_suspended_carry_the_link_and_bind_as_a_gang_once_resumed(
+    gated: Space,
+) -> None:
+    """Kueue's path without Kueue: the Jobs exist, suspended, before any PodGroup does. A suspended
+    Job's pod template cannot gain schedulingGroup later, so they must be created linked."""
+    space = gated
+    space.add_nodes(2)
+    await space.create(space.jobset("late", space.rjob("w", 1, 3), scheduling={}, suspend=True))
+    name = f"late-{digest('JobSet', space.name, 'late')}"
+    path = f"/apis/batch/v1/namespaces/{space.name}/jobs"
+
+    async def created() -> bool:
+        return bool((await space.kube.get(path)).get("items"))
+
+    await eventually(created, "the suspended Job created", WITHIN)
+    (job,) = (await space.kube.get(path))["items"]
+    assert job["spec"]["suspend"] is True
+    assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": name}
+    assert await space.scheduling_objects("podgroups") == []  # none while suspended
+
+    await space.set_suspend("late", False)
+    pods = await space.wait_all_bound("late", 3, "the resumed gang binds")
+    assert {pod["spec"]["schedulingGroup"]["podGroupName"] for pod in pods} == {name}
+    (group,) = await space.scheduling_objects("podgroups")
+    assert scheduled(group) == "True", group.get("status")
+
+
 @contextlib.asynccontextmanager
 async def added_watch(kube: KubeClient, path: str) -> AsyncIterator[list[dict[str, Any]]]:
     """Every object ADDED under ``path`` from now on (a watch from the current list's version:

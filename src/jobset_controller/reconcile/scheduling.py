@@ -5,7 +5,9 @@ pod links a pass wants, decided from the snapshot (docs/behaviour.md#gang-schedu
 - The API server does not serve scheduling.k8s.io/v1beta1 (``Snapshot.scheduling_api`` False):
   one Warning event, no writes; the Jobs are built as without scheduling.
 - Suspended: the Workload and PodGroups the snapshot holds are deleted (nothing reserves
-  resources for a suspended JobSet); a resume recreates them under the same names.
+  resources for a suspended JobSet); a resume recreates them under the same names. Jobs created
+  while suspended (Kueue's queued JobSets) are linked all the same, to the PodGroups the resume
+  creates.
 - Otherwise: the Workload (owned by the JobSet, one PodGroupTemplate per group) and each PodGroup
   are created when missing; a computed Gang ``minCount`` that no longer matches the pods the group
   represents (ElasticJobSet) is merge-patched on both; every new Job carries the template's name
@@ -69,9 +71,13 @@ def plan_scheduling(snapshot: Snapshot, js: JobSet, *, suspended: bool) -> Sched
             WARNING, WORKLOAD_API_UNAVAILABLE_EVENT, WORKLOAD_API_UNAVAILABLE_MESSAGE, False
         )
         return SchedulingOutcome(events=(event,))
-    if suspended:
-        return SchedulingOutcome(to_delete=_deletes(snapshot))
     groups = scheduling_groups(js)
+    if suspended:
+        # The groups still link the Jobs this pass creates suspended (a JobSet queued by Kueue
+        # gets its Jobs before it is admitted): a Job's pod schedulingGroup cannot be added on
+        # resume (not among the template fields a suspended Job may change), so a Job created
+        # unlinked would run its pods outside the gang for good.
+        return SchedulingOutcome(groups=groups, to_delete=_deletes(snapshot))
     existing = {_name(group): group for group in snapshot.pod_groups}
     workload = workload_manifest(js, groups)
     to_create = tuple(

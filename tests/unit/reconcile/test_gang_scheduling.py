@@ -277,6 +277,23 @@ def test_created_suspended_makes_no_workload(kit: Kit) -> None:
     assert plan.pod_groups_to_create == ()
 
 
+def test_jobs_created_suspended_are_linked_to_the_groups_the_resume_creates(kit: Kit) -> None:
+    """Kueue's case: the JobSet is created suspended and its Jobs exist before admission. A
+    suspended Job's pod template cannot gain schedulingGroup on resume, so the Jobs must carry
+    it from their creation (found by the Kueue e2e on 1.37.2: unlinked pods ran unganged)."""
+    builder = training(kit).scheduling(**GANG)
+    plan = first_pass(kit, builder.copy().suspend())
+    assert len(plan.jobs_to_create) == 3
+    assert all(job["spec"]["suspend"] for job in plan.jobs_to_create)
+    group = f"{kit.name}-{name_hash('JobSet', kit.namespace, kit.name)}"
+    assert set(links(plan).values()) == {(kit.name, group)}
+    suspended, _ = kit.settle(kit.snapshot(builder.copy().suspend(), features=GATE))
+    resumed = reconcile(
+        dataclasses.replace(suspended, jobset=builder.copy().suspend(False).build())
+    )
+    assert [g["metadata"]["name"] for g in resumed.pod_groups_to_create] == [group]
+
+
 def test_resume_recreates_them_under_the_same_names(kit: Kit) -> None:
     builder = training(kit).scheduling(**GANG)
     running, _ = kit.settle(kit.snapshot(builder, features=GATE))
