@@ -212,12 +212,17 @@ def test_a_misplaced_follower_is_evicted(cluster: FullCluster, ns: str, mode: st
         timeout=30,
         what="misplaced follower deleted",
     )
-    events = cluster.list_items(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
-    assert any(
-        e.get("reason") == "ExclusivePlacementViolation"
-        and e["regarding"]["name"] == "repair-w-0-1-by-hand"
-        for e in events
-    ), [e.get("reason") for e in events]
+    # The event is recorded beside the delete, not before it: wait for it too.
+    cluster.wait_for(
+        f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+        lambda body: any(
+            e.get("reason") == "ExclusivePlacementViolation"
+            and e["regarding"]["name"] == "repair-w-0-1-by-hand"
+            for e in body.get("items") or ()
+        ),
+        timeout=30,
+        what="ExclusivePlacementViolation event on the misplaced follower",
+    )
     assert_exclusive(cluster, wait_bound(cluster, ns, "repair", 2))
 
 
