@@ -507,6 +507,35 @@ async def test_suspend_deletes_the_workload_and_pod_groups_and_resume_binds_the_
     assert group_again["metadata"]["uid"] != group["metadata"]["uid"]
 
 
+async def test_a_resume_while_the_old_pod_group_is_still_terminating_binds_the_gang(
+    gated: Space,
+) -> None:
+    """The API server puts the podgroup-protection finalizer on every PodGroup: a suspended
+    JobSet's PodGroup stays Terminating until its pods are gone. A resume in that window finds
+    the name taken (the create meets AlreadyExists, or the cache still holds the old object);
+    once the old one goes, its delete wakes the JobSet and the PodGroup is created again."""
+    space = gated
+    space.add_nodes(2)
+    await space.create(space.jobset("quick", space.rjob("w", 1, 3), scheduling={}))
+    await space.wait_all_bound("quick", 3)
+    await space.set_suspend("quick", True)
+
+    async def terminating() -> bool:
+        groups = await space.scheduling_objects("podgroups")
+        return not groups or bool(groups[0]["metadata"].get("deletionTimestamp"))
+
+    await eventually(terminating, "the PodGroup's deletion begun", WITHIN)
+    await space.set_suspend("quick", False)
+    await space.wait_all_bound("quick", 3, "the gang binds again")
+
+    async def live_group() -> bool:
+        groups = await space.scheduling_objects("podgroups")
+        return len(groups) == 1 and not groups[0]["metadata"].get("deletionTimestamp")
+
+    await eventually(live_group, "a PodGroup not being deleted, for the running gang", WITHIN)
+    assert len(await space.scheduling_objects("workloads")) == 1
+
+
 async def test_jobs_created_suspended_carry_the_link_and_bind_as_a_gang_once_resumed(
     gated: Space,
 ) -> None:
