@@ -25,9 +25,12 @@ under way and share its answer). No Job is therefore ever built from a mode olde
 probe. One exception, at install time: the webhook configuration (or its caBundle, injected by the
 certificate rotator) often reaches the API server seconds after the controller starts, so a
 controller that found the fallback mode at start looks again `SETTLE_DELAYS` after it (30 s in all),
-then only on demand. The mode is logged at start and on every change, and exported as the gauge
-`jobset_exclusive_placement_mode{mode}` (1 for the mode in force, as of the last probe: on an idle
-controller that can be long ago).
+then only on demand. A probe the API server could not answer (it failed to call the webhook: the
+Service has no ready endpoint until this pod is Ready, which is the usual state at start; or the
+request failed) is inconclusive: it holds for `INCONCLUSIVE_PERIOD` only, so the first exclusive
+JobSet after the pod turns Ready probes again. The mode is logged at start and on every change,
+and exported as the gauge `jobset_exclusive_placement_mode{mode}` (1 for the mode in force, as of
+the last probe: on an idle controller that can be long ago).
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ log = structlog.get_logger("placement-mode")
 LEADER_FOLLOWER_MODE: Final = "leader-follower"
 FALLBACK_MODE: Final = "affinity-in-job"
 PROBE_PERIOD: Final = 30.0
+# How long an inconclusive probe (the API server could not reach the webhook, or the request
+# itself failed) stands for an answer: the webhook Service has no ready endpoint until this very
+# pod is Ready, so the probe at start usually meets that; the next pass that needs the mode then
+# asks again instead of building fallback Jobs for a whole PROBE_PERIOD.
+INCONCLUSIVE_PERIOD: Final = 1.0
 # Seconds between the re-probes of a controller that started in the fallback mode (30 s in all).
 SETTLE_DELAYS: Final = (2.0, 4.0, 8.0, 16.0)
 _PROBE: Final = "jobset-placement-probe"
@@ -150,6 +158,7 @@ class PlacementMode:
         self._clock: Clock = clock or RealClock()
         self._active = False
         self._probed_at: float | None = None  # when the last finished probe started (clock)
+        self._valid_for = PROBE_PERIOD  # how long that probe's answer stands
         self._probing = asyncio.Lock()  # one probe at a time; waiters then see it fresh
         self._gauge = Gauge(
             "jobset_exclusive_placement_mode",
@@ -172,8 +181,11 @@ class PlacementMode:
             self._gauge.labels(mode).set(1 if mode == self.name else 0)
 
     def is_fresh(self) -> bool:
-        """The last probe started at most `PROBE_PERIOD` seconds ago."""
-        return self._probed_at is not None and self._clock.now() - self._probed_at <= PROBE_PERIOD
+        """The last probe started at most `PROBE_PERIOD` seconds ago (`INCONCLUSIVE_PERIOD` for
+        a probe that got no answer)."""
+        return (
+            self._probed_at is not None and self._clock.now() - self._probed_at <= self._valid_for
+        )
 
     async def fresh(self) -> bool:
         """`pod_webhooks()`, probed again first unless the last probe is fresh. Concurrent
@@ -200,8 +212,9 @@ class PlacementMode:
 
     async def _check(self, *, first: bool) -> bool:
         started = self._clock.now()
-        active, why = await self._probe()
+        active, why, conclusive = await self._probe()
         self._probed_at = started
+        self._valid_for = PROBE_PERIOD if conclusive else INCONCLUSIVE_PERIOD
         changed = active != self._active
         self._active = active
         self._show()
@@ -214,32 +227,38 @@ class PlacementMode:
             )
         return active
 
-    async def _probe(self) -> tuple[bool, str]:
+    async def _probe(self) -> tuple[bool, str, bool]:
+        """(active, why, conclusive): conclusive False when no answer came back (module
+        docstring); the mode is then the fallback, the safe one."""
         if self._client is None:
-            return False, "pod webhooks not served (no serving certificate)"
+            return False, "pod webhooks not served (no serving certificate)", True
         path = PODS.path(self._namespace)
         try:
             leader = await self._client.create(path, probe_pod(0), dryRun="All")
         except ApiError as error:
-            return False, f"leader probe refused: {error.message}"
+            return False, f"leader probe refused: {error.message}", not _unreached(error)
         except Exception as error:  # a transport failure: stay safe
-            return False, f"leader probe failed: {error}"
+            return False, f"leader probe failed: {error}", False
         if not leader_was_mutated(leader):
-            return (
-                False,
-                f"the API server does not call the pod mutating webhook ({POD_MUTATING_WEBHOOK})",
-            )
+            why = f"the API server does not call the pod mutating webhook ({POD_MUTATING_WEBHOOK})"
+            return False, why, True
         reply: dict[str, Any] | None = None
         refusal: str | None = None
         try:
             reply = await self._client.create(path, probe_pod(1), dryRun="All")
         except ApiError as error:
+            if _unreached(error):
+                return False, f"follower probe refused: {error.message}", False
             refusal = error.message
         except Exception as error:
-            return False, f"follower probe failed: {error}"
+            return False, f"follower probe failed: {error}", False
         if not follower_was_handled(reply, refusal):
-            return (
-                False,
-                f"followers are not handled by the pod webhooks ({POD_VALIDATING_WEBHOOK})",
-            )
-        return True, "the API server calls the pod webhooks"
+            why = f"followers are not handled by the pod webhooks ({POD_VALIDATING_WEBHOOK})"
+            return False, why, True
+        return True, "the API server calls the pod webhooks", True
+
+
+def _unreached(error: ApiError) -> bool:
+    """The API server could not call a webhook (its "failed calling webhook" InternalError, as
+    when the Service has no ready endpoint): no answer about the mode, not a "no"."""
+    return "failed calling webhook" in error.message

@@ -17,12 +17,14 @@ from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_GATE, PLA
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.controller.placement_mode import (
     FALLBACK_MODE,
+    INCONCLUSIVE_PERIOD,
     LEADER_FOLLOWER_MODE,
     PROBE_PERIOD,
     SETTLE_DELAYS,
     PlacementMode,
 )
 from jobset_controller.reconcile import Plan
+from jobset_controller.runtime.client import ApiError
 from jobset_controller.runtime.clock import FakeClock
 
 
@@ -33,6 +35,7 @@ class ProbeClient:
 
     def __init__(self, *, webhooks_called: bool) -> None:
         self.webhooks_called = webhooks_called
+        self.unreachable = False  # the API server fails to call the webhook (no ready endpoint)
         self.dry_run_creates = 0
         self.probes = 0
         self.hold: asyncio.Event | None = None
@@ -44,6 +47,12 @@ class ProbeClient:
         self.probes += leader
         if self.hold is not None:
             await self.hold.wait()
+        if self.unreachable:
+            message = (
+                'Internal error occurred: failed calling webhook "mpod.kb.io": failed to call '
+                "webhook: connect: connection refused"
+            )
+            raise ApiError(500, {"reason": "InternalError", "message": message})
         reply: dict[str, Any] = {**body, "spec": dict(body["spec"])}
         if not self.webhooks_called:
             return reply
@@ -351,4 +360,38 @@ async def test_a_controller_that_starts_in_leader_follower_mode_does_not_settle(
     mode = placement_mode(client, clock)
     await mode.check(first=True)
     await mode.settle()
+    assert client.probes == 1
+
+
+async def test_a_probe_the_api_server_could_not_deliver_holds_only_briefly(
+    clock: FakeClock,
+) -> None:
+    """At start the webhook Service has no ready endpoint (this pod is not Ready yet): the API
+    server fails to call the webhook. That is no answer, so the fallback it gives stands for
+    INCONCLUSIVE_PERIOD, not PROBE_PERIOD: the first exclusive JobSet after the pod turns Ready
+    probes again and gets leader/follower Jobs."""
+    client = ProbeClient(webhooks_called=True)
+    client.unreachable = True
+    mode = placement_mode(client, clock)
+    assert await mode.check(first=True) is False
+    assert mode.is_fresh()
+    client.unreachable = False  # the pod turned Ready, the Service has its endpoint
+    await clock.advance(INCONCLUSIVE_PERIOD + 0.5)
+    assert not mode.is_fresh()
+    assert await mode.fresh() is True
+    assert client.probes == 2
+    assert mode.name == LEADER_FOLLOWER_MODE
+
+
+async def test_a_clear_no_from_the_api_server_holds_for_the_probe_period(
+    clock: FakeClock,
+) -> None:
+    """A webhook configuration that does not route pods to us is an answer: no probe again
+    before PROBE_PERIOD, however many exclusive JobSets come."""
+    client = ProbeClient(webhooks_called=False)
+    mode = placement_mode(client, clock)
+    assert await mode.check(first=True) is False
+    await clock.advance(INCONCLUSIVE_PERIOD + 0.5)
+    assert mode.is_fresh()
+    assert await mode.fresh() is False
     assert client.probes == 1
