@@ -240,6 +240,9 @@ class ControlPlane:
                 f"--bind-address={self.bind_address}",
                 f"--advertise-address={self.advertise_address}",
                 *self._endpoint_reconciler_args(),
+                # Logs, exec and port-forward reach a kubelet by the node's InternalIP, never by
+                # its hostname: resolving that would ask the host's DNS server.
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--secure-port={self._apiserver_port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={self.serving.cert}",
