@@ -26,7 +26,16 @@ from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.informer import Handlers, Informer, Obj
 from jobset_controller.runtime.resources import Resource
 
-_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "ownerReferences")
+_KEPT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "ownerReferences",
+    # A PodGroup stays Terminating while pods name it (the podgroup-protection finalizer):
+    # reconcile must not delete it again on every pass of a suspended JobSet.
+    "deletionTimestamp",
+)
 _KEPT_CONDITION = ("type", "status", "reason", "message")
 # kube-scheduler's condition on a PodGroup (k8s.io/api scheduling/v1beta1). Spelled here, not
 # imported from reconcile.scheduling: the shell loads before /readyz, the pure reconcile (and

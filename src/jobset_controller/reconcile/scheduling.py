@@ -246,14 +246,23 @@ def _workload_patch(
 
 
 def _deletes(snapshot: Snapshot) -> tuple[SchedulingWrite, ...]:
+    """Deletes of the Workload and PodGroups not already being deleted: on Kubernetes 1.37 a
+    PodGroup stays Terminating until no active pod names it (its podgroup-protection finalizer),
+    and every pass of the suspended JobSet meanwhile would otherwise send the same DELETE."""
     writes = [
-        SchedulingWrite("PodGroup", _name(group), uid=_uid(group)) for group in snapshot.pod_groups
+        SchedulingWrite("PodGroup", _name(group), uid=_uid(group))
+        for group in snapshot.pod_groups
+        if not _terminating(group)
     ]
-    if snapshot.workload is not None:
+    if snapshot.workload is not None and not _terminating(snapshot.workload):
         writes.append(
             SchedulingWrite("Workload", _name(snapshot.workload), uid=_uid(snapshot.workload))
         )
     return tuple(writes)
+
+
+def _terminating(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _linked(job: Mapping[str, Any], groups: tuple[SchedulingGroup, ...]) -> Mapping[str, Any]:

@@ -38,7 +38,7 @@ async def test_workloads_without_podgroups_means_not_served() -> None:
     assert not await scheduling_api_served(client)  # type: ignore[arg-type]
 
 
-def test_the_cache_keeps_identity_owners_and_the_scheduling_policy() -> None:
+def test_the_cache_keeps_identity_owners_deletion_and_the_scheduling_policy() -> None:
     pod_group = {
         "metadata": {
             "name": "js-abc",
@@ -46,6 +46,7 @@ def test_the_cache_keeps_identity_owners_and_the_scheduling_policy() -> None:
             "uid": "u",
             "resourceVersion": "3",
             "ownerReferences": [{"kind": "JobSet", "uid": "j"}],
+            "deletionTimestamp": "2026-11-26T06:00:00Z",
             "managedFields": [{}],
             "labels": {"a": "b"},
         },
@@ -63,6 +64,7 @@ def test_the_cache_keeps_identity_owners_and_the_scheduling_policy() -> None:
             "uid": "u",
             "resourceVersion": "3",
             "ownerReferences": [{"kind": "JobSet", "uid": "j"}],
+            "deletionTimestamp": "2026-11-26T06:00:00Z",
         },
         "spec": {
             "schedulingPolicy": {"gang": {"minCount": 4}},

@@ -271,6 +271,22 @@ def test_suspend_deletes_the_workload_and_pod_groups(kit: Kit) -> None:
     assert plan.pod_groups_to_create == ()
 
 
+def test_a_pod_group_already_terminating_is_not_deleted_again(kit: Kit) -> None:
+    """1.37's podgroup-protection finalizer keeps a PodGroup Terminating while pods name it."""
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    (group,) = running.pod_groups
+    terminating = {
+        **group,
+        "metadata": {**group["metadata"], "deletionTimestamp": "2026-11-26T06:00:00Z"},
+    }
+    suspended = dataclasses.replace(
+        running, jobset=builder.copy().suspend().build(), pod_groups=(terminating,)
+    )
+    deleted = {write.kind for write in reconcile(suspended).scheduling_to_delete}
+    assert deleted == {"Workload"}
+
+
 def test_created_suspended_makes_no_workload(kit: Kit) -> None:
     plan = first_pass(kit, training(kit).scheduling(**GANG).suspend())
     assert plan.workload_to_create is None
