@@ -36,6 +36,7 @@ class ControllerProcess:
     ) -> None:
         self.log = log
         self.health_port = health_port if health_port is not None else free_port()
+        self.webhook_port = 0  # set by start_local_controller, which picks it
         metrics_address = metrics if metrics is not None else f"127.0.0.1:{free_port()}"
         with log.open("w") as stderr:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
@@ -100,16 +101,18 @@ def start_local_controller(
     """Our controller with its webhook server on a free 127.0.0.1 port, serving a pair that
     ``ca`` (the cluster's) issued into ``workdir/<stem>-certs`` (internal certificate management
     off), and the Configuration's other ``sections`` (e.g. ``featureGates``); returned once
-    /readyz answers 200. Files are named after ``stem``, so several can share a workdir.
+    /readyz answers 200 (its ``webhook_port`` says where the webhooks are served). Files are
+    named after ``stem``, so several can share a workdir.
 
     Why one helper: every test or bench that registers webhooks by URL on loopback needs this
     same pair, Configuration and wait, and they drifted apart when each spelled it out."""
     cert_dir = workdir / f"{stem}-certs"
     ca.write_pair(cert_dir, stem, common_name="webhook", ip_addresses=("127.0.0.1",), server=True)
+    webhook_port = free_port()
     config = write_configuration(
         workdir / f"{stem}-config.yaml",
         {
-            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+            "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
             "internalCertManagement": {"enable": False},
             **(sections or {}),
         },
@@ -117,6 +120,7 @@ def start_local_controller(
     process = ControllerProcess(
         kubeconfig=kubeconfig, config=config, log=workdir / f"{stem}-controller.log", args=args
     )
+    process.webhook_port = webhook_port
     process.wait_ready(within, interval=0.2)
     return process
 

@@ -38,6 +38,7 @@ from jobset_controller_dev.envtest.nodes import (
 )
 from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
+POD_GROUP_PROTECTION = "podgroup-protection-controller"
 DEFAULT_CONTROLLERS = (
     "job-controller",
     "garbage-collector-controller",
@@ -84,6 +85,11 @@ class FullCluster(ControlPlane):
         self.pod_run_duration = pod_run_duration
         self.pod_start_delay = pod_start_delay
         self.controllers = tuple(controllers)
+        if self.workload_api and POD_GROUP_PROTECTION not in self.controllers:
+            # The apiserver puts the scheduling.k8s.io/podgroup-protection finalizer on every
+            # PodGroup and only this controller takes it off: without it no PodGroup is ever
+            # deleted (suspend, JobSet deletion).
+            self.controllers += (POD_GROUP_PROTECTION,)
         self.controller_manager: ManagedProcess | None = None
         self.scheduler: ManagedProcess | None = None
         self.kwok: ManagedProcess | None = None
