@@ -78,7 +78,7 @@ from benchlib import RawClient, Watcher, control_plane_cpu, parse_metrics, proce
 
 from jobset_controller.api.scheduling import SCHEDULING_API_VERSION
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
-from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
+from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import GPU_RESOURCE, rack_topology
@@ -89,16 +89,6 @@ SCHEDULING = f"/apis/{SCHEDULING_API_VERSION}/namespaces/{NAMESPACE}"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 GATE = "JobSetWorkloadAwareSchedulingAPI"
 MODES = ("none", "gang", "rjob-gangs", "basic")
-# kube-apiserver 1.37 refuses to advertise a loopback address ("cannot use public IP 127.0.0.1
-# with endpoint reconciler"), which ControlPlane does by default. Nothing here reaches the API
-# server through the `kubernetes` Service, so a never-routed documentation address (RFC 5737)
-# does; the API server still binds and is used on 127.0.0.1.
-ADVERTISE_ADDRESS = "192.0.2.1"
-# kube-apiserver's PodGroupProtection admission plugin puts a finalizer on every PodGroup, and only
-# kube-controller-manager's podgroup-protection-controller takes it off (once no running pod names
-# the group); FullCluster's default controllers leave it out, so a deleted JobSet's PodGroups
-# would stay Terminating for ever.
-CONTROLLERS = (*DEFAULT_CONTROLLERS, "podgroup-protection-controller")
 # What "quiet" means between runs: the API server and etcd together under this many CPU seconds
 # per second (kwok renewing 256 node Leases keeps them from ever being idle).
 QUIET_CPU = 0.25
@@ -445,8 +435,6 @@ def main() -> int:
         nodes=nodes,
         workdir=workdir / "cluster",
         workload_api=True,
-        advertise_address=ADVERTISE_ADDRESS,
-        controllers=CONTROLLERS,
     ).start()
     print(
         f"cluster with {len(nodes)} kwok nodes up in {time.monotonic() - began:.1f} s "

@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
-from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
+from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import NodeSpec
@@ -50,7 +49,6 @@ pytestmark = pytest.mark.e2e
 
 GATE = "JobSetWorkloadAwareSchedulingAPI"
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
-ADVERTISE = "192.0.2.1"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 POOL_LABEL = "gang-e2e.jobset.test/pool"
 NODE_CPUS = 2
@@ -73,14 +71,6 @@ def cluster() -> Iterator[FullCluster]:
         workload_api=True,
         nodes=[],
         keep_workdir=os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1",
-        # 1.37's kube-apiserver refuses a loopback --advertise-address ("may not be in the
-        # loopback range", the endpoint reconciler's check); nothing here dials the advertised
-        # address (clients use 127.0.0.1), so a documentation address (TEST-NET-1) stands in.
-        advertise_address=ADVERTISE,
-        # The API server stamps every PodGroup with the scheduling.k8s.io/podgroup-protection
-        # finalizer; only this kcm controller removes it (once no active pod names the group).
-        # Without it no PodGroup is ever deleted: not on suspend, not with its namespace.
-        controllers=(*DEFAULT_CONTROLLERS, "podgroup-protection-controller"),
     )
     version = apiserver_version(full.bin_dir)
     if version < (1, 37):
@@ -120,8 +110,7 @@ class Controllers:
             sections={"featureGates": {GATE: gate}},
         )
         self.gate = gate
-        config = yaml.safe_load((self.cluster.workdir / f"{stem}-config.yaml").read_text())
-        self.webhook_port = int(config["webhook"]["port"])
+        self.webhook_port = self.process.webhook_port
         return self.process
 
     def stop(self) -> None:

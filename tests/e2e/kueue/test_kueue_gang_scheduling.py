@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
-from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
+from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kueue import Kueue
 from jobset_controller_dev.envtest.kueue_objects import (
     KueueNamespace,
@@ -35,7 +35,6 @@ from jobset_controller_dev.envtest.processes import processes_mentioning
 pytestmark = pytest.mark.kueue
 
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
-ADVERTISE = "192.0.2.1"
 GATE = "JobSetWorkloadAwareSchedulingAPI"
 
 
@@ -50,17 +49,7 @@ def apiserver_version(bin_dir: Path) -> tuple[int, ...]:
 
 @pytest.fixture(scope="module")
 def gang_cluster() -> Iterator[FullCluster]:
-    full = FullCluster(
-        workload_api=True,
-        # 1.37's kube-apiserver refuses a loopback --advertise-address ("may not be in the
-        # loopback range", the endpoint reconciler's check); nothing here dials the advertised
-        # address (clients use 127.0.0.1), so a documentation address (TEST-NET-1) stands in.
-        advertise_address=ADVERTISE,
-        # The API server stamps every PodGroup with the scheduling.k8s.io/podgroup-protection
-        # finalizer; only this kcm controller removes it (once no active pod names the group).
-        # Without it no PodGroup is ever deleted: not on suspend, not with its namespace.
-        controllers=(*DEFAULT_CONTROLLERS, "podgroup-protection-controller"),
-    )
+    full = FullCluster(workload_api=True)
     version = apiserver_version(full.bin_dir)
     if version < (1, 37):
         # scheduling.k8s.io/v1beta1 does not exist before 1.37: the API server would not start.
