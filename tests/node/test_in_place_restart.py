@@ -2,7 +2,8 @@
 process of its own against the node's control plane) and JobSets whose pods run the agent from
 the controller's image as a native sidecar (upstream's example: `restartPolicyRules`
 RestartAllContainers on a non-zero exit, the worker behind the agent's startup probe). Kubernetes
-1.36 has ContainerRestartRules and RestartAllContainersOnContainerExits on (beta) by default.
+1.36 and later have ContainerRestartRules and RestartAllContainersOnContainerExits on (beta) by
+default.
 """
 
 from __future__ import annotations
