@@ -17,7 +17,8 @@ ONE status write; then the events tied to it; then (TTL) the JobSet delete.
   template with the resourceVersion that write returned.
 - The status write is a PUT of the status subresource with the Plan's `status_resource_version`.
   A 409 raises Conflict: the key is reconciled again from fresh state; the same write is never
-  retried blindly.
+  retried blindly. A 404 means the JobSet was deleted during the pass: the pass ends there, with
+  no counter, no after-status event and no error.
 - `jobset_completed_total` / `jobset_failed_total` count only after a successful status write that
   made the transition, so a conflict and retry cannot count twice (upstream can).
 """
@@ -164,7 +165,14 @@ class Executor:
 
         written: str | None = None
         if plan.status is not None:
-            written = await self._write_status(jobset, plan.status, plan.status_resource_version)
+            try:
+                written = await self._write_status(
+                    jobset, plan.status, plan.status_resource_version
+                )
+            except NotFound:
+                # Deleted while this pass ran: no status to keep, nothing to count or announce,
+                # and not an error (the delete event ends this key's work).
+                return None
             if plan.completed:
                 self._metrics.completed.labels(name, namespace).inc()
             if plan.failed:

@@ -170,6 +170,25 @@ async def test_a_conflicting_status_write_counts_nothing_and_emits_nothing(parts
     assert recorder.events == [("Normal", "AllJobsCompleted", "done")]
 
 
+async def test_a_status_write_for_a_jobset_deleted_meanwhile_ends_the_pass_quietly(
+    parts: Any,
+) -> None:
+    """A JobSet deleted while its pass ran: the 404 of its status write is not an error (no
+    retry, no error log), and nothing is counted or announced for an object that is gone."""
+    client, recorder, registry, executor = parts
+    plan = Plan(
+        status=STATUS,
+        completed=True,
+        delete_jobset=True,
+        events=(Event(type="Normal", reason="AllJobsCompleted", note="done", after_status=True),),
+    )
+    client.fail[("replace", "/status")] = NotFound(404, {"reason": "NotFound"})
+    assert await executor.execute(JOBSET, plan) is None
+    assert completed_total(registry) == 0
+    assert recorder.events == []
+    assert not [call for call in client.calls if call[0] == "delete"]
+
+
 async def test_already_existing_jobs_are_success(parts: Any) -> None:
     client, recorder, _, executor = parts
     client.fail[("create", "/jobs/a")] = AlreadyExists(409, {"reason": "AlreadyExists"})
