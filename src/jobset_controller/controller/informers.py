@@ -4,8 +4,8 @@
 - Jobs: only those labelled `jobset.sigs.k8s.io/jobset-name` (every Job this controller creates
   carries it), indexed by the UID of their JobSet controller owner, so a Job owned by another
   JobSet of the same name (another UID) is never mistaken for a child. Pod templates are cut down
-  to the fields resume merges; of the containers only their names and resources stay, volumes
-  are dropped (memory per Job is a tracked benchmark figure).
+  to the fields resume merges (and the gang link it checks); of the containers only their names
+  and resources stay, volumes are dropped (memory per Job is a tracked benchmark figure).
 - Services: only those with a JobSet controller owner are kept (Services carry no JobSet label),
   cut down to their metadata: reconcile only asks whether the headless Service exists.
 - PersistentVolumeClaims: every claim, cut down to its metadata, so reconcile knows which
@@ -41,7 +41,15 @@ from jobset_controller.runtime.informer import (
 
 OWNER_UID = "owner-uid"
 
-_POD_SPEC_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "subdomain")
+# schedulingGroup: the PodGroup a gang-scheduled Job's pods name; a resume compares it with the
+# one the spec gives the Job now and recreates the Job when they differ (reconcile.scheduling).
+_POD_SPEC_FIELDS = (
+    "nodeSelector",
+    "tolerations",
+    "schedulingGates",
+    "subdomain",
+    "schedulingGroup",
+)
 _CONTAINER_LISTS = ("containers", "initContainers")
 _JOB_SPEC_FIELDS = ("parallelism", "completions", "completionMode", "suspend", "backoffLimit")
 

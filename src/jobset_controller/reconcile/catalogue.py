@@ -139,6 +139,24 @@ def pod_group_unschedulable_message(pod_group: str, scheduler_message: str) -> s
     return f"PodGroup {pod_group} cannot be scheduled: {scheduler_message or 'no reason given'}"
 
 
+# Warning event (at once) when a resume has waited long for a PodGroup of the JobSet that is still
+# Terminating: on Kubernetes 1.37 its podgroup-protection finalizer keeps it while a pod names it,
+# and new pods would join the old object, so the resume is held until it is gone. A wait of a
+# pod's grace period is normal and said nothing about; a long one usually means kube-controller-
+# manager's podgroup-protection-controller is not running. The note is the same on every pass
+# (the deletion time, not the time waited), so the recorder folds it into one Event's series.
+RESUME_WAITS_FOR_POD_GROUP_EVENT: Final = "ResumeWaitsForPodGroup"
+
+
+def resume_waits_for_pod_group_message(pod_groups: str, since: str) -> str:
+    """The note of ResumeWaitsForPodGroup: which PodGroups, since when, and who frees them."""
+    return (
+        f"Resume is held until PodGroup {pod_groups} (Terminating since {since}) is deleted: new "
+        "pods would join the old group. kube-controller-manager's podgroup-protection-controller "
+        "removes its finalizer once no pod names it"
+    )
+
+
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
 FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"

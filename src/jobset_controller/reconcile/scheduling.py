@@ -8,6 +8,15 @@ pod links a pass wants, decided from the snapshot (docs/behaviour.md#gang-schedu
   resources for a suspended JobSet); a resume recreates them under the same names. Jobs created
   while suspended (Kueue's queued JobSets) are linked all the same, to the PodGroups the resume
   creates.
+- A resume is held (``resume_hold``) while a PodGroup of the JobSet is still Terminating and no
+  running Job's pods name it: Kubernetes 1.37's podgroup-protection finalizer keeps the old
+  object until its pods are gone, and pods created meanwhile would name it and keep it
+  Terminating for as long as they run. The PodGroup's delete event wakes the JobSet; a requeue
+  looks again, and a long wait is said in a ``ResumeWaitsForPodGroup`` event.
+- On resume, suspended Jobs whose pods name another PodGroup than the current spec gives them
+  (``spec.scheduling`` regrouped while suspended) are deleted, to be created again linked
+  (``stale_links``): a suspended Job's pod template cannot change its ``schedulingGroup``, and
+  its pods would wait for a PodGroup that is never created again.
 - Otherwise: the Workload (owned by the JobSet, one PodGroupTemplate per group) and each PodGroup
   are created when missing; a computed Gang ``minCount`` that no longer matches the pods the group
   represents (ElasticJobSet) is merge-patched on both; every new Job carries the template's name
@@ -24,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from jobset_controller.api import JobSet
 from jobset_controller.api.constants import JOB_INDEX_KEY, REPLICATED_JOB_NAME_KEY
@@ -38,14 +47,32 @@ from jobset_controller.api.scheduling import (
 )
 from jobset_controller.reconcile.catalogue import (
     POD_GROUP_UNSCHEDULABLE_EVENT,
+    RESUME_WAITS_FOR_POD_GROUP_EVENT,
     WARNING,
     WORKLOAD_API_UNAVAILABLE_EVENT,
     WORKLOAD_API_UNAVAILABLE_MESSAGE,
     pod_group_unschedulable_message,
+    resume_waits_for_pod_group_message,
+)
+from jobset_controller.reconcile.jobs import (
+    Job,
+    is_being_deleted,
+    is_suspended,
+    labels_of,
+    pod_template_of,
 )
 from jobset_controller.reconcile.ownership import controller_reference
 from jobset_controller.reconcile.plan import Event, SchedulingWrite
 from jobset_controller.reconcile.snapshot import Snapshot
+from jobset_controller.reconcile.timestamps import format_time, parse_time
+
+# A held resume says so once it has waited this long: the old pods end within their grace period
+# (30 s by default) and the finalizer goes with the last of them, so a shorter wait is the normal
+# course of a quick resume and not worth an event.
+LONG_RESUME_WAIT_SECONDS: Final = 60.0
+# How often a held resume looks again without a watch event. Insurance only: the PodGroup's own
+# delete event wakes the JobSet at once.
+RESUME_RECHECK_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +126,103 @@ def plan_scheduling(snapshot: Snapshot, js: JobSet, *, suspended: bool) -> Sched
         pod_groups_to_create=to_create,
         to_patch=tuple(patches),
         events=unschedulable_events(snapshot.pod_groups),
+    )
+
+
+@dataclass(frozen=True)
+class ResumeHold:
+    """A resume held while PodGroups of the JobSet are still Terminating: their names, when to
+    look again, and the event of a long wait."""
+
+    pod_groups: tuple[str, ...]
+    requeue_after: float
+    events: tuple[Event, ...] = ()
+
+
+def resume_hold(snapshot: Snapshot, js: JobSet, active: Sequence[Job]) -> ResumeHold | None:
+    """The hold of a running JobSet's pass while one of its PodGroups is Terminating, or None.
+
+    A PodGroup that running (unsuspended) Jobs' pods name does not hold anything: it was deleted
+    under a running gang (by hand, say) and goes only when those pods end, so waiting for it
+    would stop the JobSet from replacing a lost Job for as long as it runs."""
+    if not _in_force(snapshot, js):
+        return None
+    running = {
+        pod_group_of(job) for job in active if not is_suspended(job) and not is_being_deleted(job)
+    }
+    waiting = [
+        group
+        for group in snapshot.pod_groups
+        if _terminating(group) and _name(group) not in running
+    ]
+    if not waiting:
+        return None
+    names = tuple(sorted(_name(group) for group in waiting))
+    deleted_at = [
+        parse_time((group.get("metadata") or {}).get("deletionTimestamp")) for group in waiting
+    ]
+    since = min((moment for moment in deleted_at if moment is not None), default=None)
+    waited = 0.0 if since is None else max(0.0, (snapshot.now - since).total_seconds())
+    if since is None or waited < LONG_RESUME_WAIT_SECONDS:
+        recheck = min(RESUME_RECHECK_SECONDS, LONG_RESUME_WAIT_SECONDS - waited)
+        return ResumeHold(names, requeue_after=max(recheck, 0.0))
+    note = resume_waits_for_pod_group_message(", ".join(names), format_time(since))
+    event = Event(WARNING, RESUME_WAITS_FOR_POD_GROUP_EVENT, note, False)
+    return ResumeHold(names, requeue_after=RESUME_RECHECK_SECONDS, events=(event,))
+
+
+def stale_links(
+    snapshot: Snapshot, js: JobSet, active: Sequence[Job], groups: tuple[SchedulingGroup, ...]
+) -> tuple[Job, ...]:
+    """The suspended Jobs whose pods name another PodGroup than a Job created now would name.
+
+    ``groups`` are the ones the new Jobs link to (``SchedulingOutcome.groups``); a ReplicatedJob
+    without a group keeps its template's own ``schedulingGroup`` (none, unless the user set it
+    without ``spec.scheduling``). Only with the gate on and the API served: otherwise links are
+    never written, and never judged. A Job of a ReplicatedJob the spec does not name is left to
+    the rest of reconcile."""
+    if not snapshot.features.workload_aware_scheduling or not snapshot.scheduling_api:
+        return ()
+    rjobs = {rjob.name: rjob for rjob in js.spec.replicated_jobs}
+    own: dict[str, str | None] = {}
+    stale = []
+    for job in active:
+        if not is_suspended(job) or is_being_deleted(job):
+            continue
+        labels = labels_of(job)
+        rjob = str(labels.get(REPLICATED_JOB_NAME_KEY, ""))
+        if rjob not in rjobs:
+            continue
+        group = group_of(groups, rjob, int(labels.get(JOB_INDEX_KEY, "0") or 0))
+        wanted: str | None
+        if group is not None:
+            wanted = group.pod_group_name
+        else:
+            if rjob not in own:
+                own[rjob] = _link_of(rjobs[rjob].template.spec.template.to_dict())
+            wanted = own[rjob]
+        if pod_group_of(job) != wanted:
+            stale.append(job)
+    return tuple(stale)
+
+
+def pod_group_of(job: Job) -> str | None:
+    """The PodGroup a Job's pods name (``spec.template.spec.schedulingGroup.podGroupName``)."""
+    return _link_of(pod_template_of(job))
+
+
+def _link_of(pod_template: Mapping[str, Any]) -> str | None:
+    spec = pod_template.get("spec")
+    link = spec.get("schedulingGroup") if isinstance(spec, Mapping) else None
+    name = link.get("podGroupName") if isinstance(link, Mapping) else None
+    return str(name) if name else None
+
+
+def _in_force(snapshot: Snapshot, js: JobSet) -> bool:
+    return (
+        snapshot.features.workload_aware_scheduling
+        and js.spec.scheduling is not None
+        and snapshot.scheduling_api
     )
 
 

@@ -11,7 +11,9 @@
     9. any failed Job                -> failure policy; stop
    10. enough succeeded Jobs         -> Completed; stop
    11. headless Service; 12. PVCs; 13. elastic sizes; 14. missing Jobs; 15. suspend or resume
-       (deferredChildren: a suspended JobSet that never ran gets only 12 and its status)
+       (deferredChildren: a suspended JobSet that never ran gets only 12 and its status; gang
+       scheduling: 14 and 15 wait while an old PodGroup of the JobSet is Terminating, and a
+       resume deletes the suspended Jobs linked to a PodGroup the spec no longer gives them)
    16. InPlaceRestart strategy with its gate: the in-place barrier's status fields
        (``in_place_restart``), or Failed ReachedMaxRestarts
    17. the status, when it changed, with its events
@@ -53,7 +55,14 @@ from jobset_controller.reconcile.jobs import uid_of as job_uid
 from jobset_controller.reconcile.managed_by import is_managed_by_this_controller
 from jobset_controller.reconcile.plan import Event, JobDelete, JobPatch, Plan
 from jobset_controller.reconcile.rejection import find_rejection, validation_message
-from jobset_controller.reconcile.scheduling import SchedulingOutcome, link_jobs, plan_scheduling
+from jobset_controller.reconcile.scheduling import (
+    ResumeHold,
+    SchedulingOutcome,
+    link_jobs,
+    plan_scheduling,
+    resume_hold,
+    stale_links,
+)
 from jobset_controller.reconcile.service import service_to_create
 from jobset_controller.reconcile.snapshot import Snapshot
 from jobset_controller.reconcile.status import render_status, same_status
@@ -205,16 +214,25 @@ def _run(
         if snapshot.features.elastic_job_set
         else {}
     )
+    scheduling = plan_scheduling(snapshot, js, suspended=view.suspended)
+    hold = None if view.suspended else resume_hold(snapshot, js, view.children.active)
+    if hold is not None:
+        return _held(snapshot, view, draft, deletes, deletes_cut, elastic, scheduling, hold)
     creation = plan_job_creation(view, count_resume(view, draft))
+    relinked: tuple[Job, ...] = ()
     if view.suspended:
         suspension = plan_suspend(view, creation.draft)
     else:
         suspension = plan_resume(view, creation.draft)
+        relinked = stale_links(snapshot, js, view.children.active, scheduling.groups)
     cut = deletes_cut or creation.truncated
     in_place = InPlaceOutcome(suspension.draft)
     if snapshot.features.in_place_restart and uses_in_place_restart(js):
         in_place = reconcile_in_place_restart(js, snapshot.pods, suspension.draft)
-    scheduling = plan_scheduling(snapshot, js, suspended=view.suspended)
+    # A Job linked to a PodGroup its spec no longer gives it is deleted instead of resumed; the
+    # pass after it is gone creates it again, linked (scheduling.stale_links).
+    stale = {name_of(job) for job in relinked}
+    patches = _merged_patches(view.children.active, elastic, suspension.patches)
     return _plan(
         snapshot,
         in_place.draft,
@@ -222,11 +240,41 @@ def _run(
         extra_events=(*(() if in_place.event is None else (in_place.event,)), *scheduling.events),
         scheduling=scheduling,
         jobs_to_create=link_jobs(creation.jobs, scheduling.groups),
-        jobs_to_delete=deletes,
-        jobs_to_patch=_merged_patches(view.children.active, elastic, suspension.patches),
+        jobs_to_delete=(*deletes, *(JobDelete(name_of(job), job_uid(job)) for job in relinked)),
+        jobs_to_patch=tuple(patch for patch in patches if patch.name not in stale),
         service_to_create=service_to_create(js, snapshot.service),
         pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
         requeue_after=CONTINUE_AFTER_SECONDS if cut else None,
+    )
+
+
+def _held(
+    snapshot: Snapshot,
+    view: JobSetView,
+    draft: StatusDraft,
+    deletes: tuple[JobDelete, ...],
+    deletes_cut: bool,
+    elastic: Mapping[str, Mapping[str, Any]],
+    scheduling: SchedulingOutcome,
+    hold: ResumeHold,
+) -> Plan:
+    """Steps 11-15 while an old PodGroup of the JobSet is Terminating: no Job is created or
+    resumed (its pods would name the old object and keep it Terminating while they run), nor
+    is the resume counted or marked (the pass that resumes does both); the rest goes on."""
+    js = view.jobset
+    requeue = hold.requeue_after
+    if deletes_cut:
+        requeue = min(requeue, CONTINUE_AFTER_SECONDS)
+    return _plan(
+        snapshot,
+        draft,
+        extra_events=(*scheduling.events, *hold.events),
+        scheduling=scheduling,
+        jobs_to_delete=deletes,
+        jobs_to_patch=_merged_patches(view.children.active, elastic, ()),
+        service_to_create=service_to_create(js, snapshot.service),
+        pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
+        requeue_after=requeue,
     )
 
 

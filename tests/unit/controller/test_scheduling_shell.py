@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobset_controller.controller.informers import trim_job
 from jobset_controller.controller.scheduling import scheduling_api_served, trim_scheduling_object
 from jobset_controller.runtime.client import NotFound
 
@@ -92,3 +93,26 @@ def test_the_cache_keeps_the_schedulers_initially_scheduled_condition_only() -> 
         },
     }
     assert trim_scheduling_object(pod_group)["status"] == {"conditions": [condition]}
+
+
+def test_the_job_cache_keeps_the_pods_pod_group_link() -> None:
+    """A resume compares it with the PodGroup the spec gives the Job now (a regrouping while
+    suspended strands the Job otherwise): the trimmed Job must still carry it."""
+    job = {
+        "metadata": {"name": "js-w-0", "annotations": {"a": "b"}},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "schedulingGroup": {"podGroupName": "js-0123456789"},
+                    "containers": [{"name": "c", "image": "i"}],
+                    "volumes": [{"name": "v"}],
+                }
+            },
+        },
+    }
+    trimmed = trim_job(job)
+    assert trimmed["spec"]["template"]["spec"]["schedulingGroup"] == {
+        "podGroupName": "js-0123456789"
+    }
+    assert "volumes" not in trimmed["spec"]["template"]["spec"]

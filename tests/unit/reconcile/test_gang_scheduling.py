@@ -2,13 +2,15 @@
 
 One test per guarantee: which Workload and PodGroups a pass wants, their names and minCounts, the
 pods' links, suspend/resume, sequenced startup, elastic minCount patches, the missing API, and
-nothing at all with the gate off.
+nothing at all with the gate off; a resume held while an old PodGroup is Terminating, and Jobs
+recreated on resume when a regrouping while suspended changed their PodGroup.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobset_controller.api import FeatureGates
@@ -18,6 +20,8 @@ from jobset_controller.api.scheduling import (
     workload_name,
 )
 from jobset_controller.reconcile import Plan, reconcile
+from jobset_controller.reconcile.snapshot import Snapshot
+from jobset_controller.reconcile.timestamps import format_time
 
 if TYPE_CHECKING:
     from tests.unit.reconcile.conftest import JobSetBuilder, Kit
@@ -497,3 +501,207 @@ def test_a_suspended_jobset_reports_no_unschedulable_group(kit: Kit) -> None:
         running, jobset=builder.copy().suspend().build(), pod_groups=(unschedulable(group, "m"),)
     )
     assert scheduling_events(reconcile(suspended)) == []
+
+
+# ------------------------------------------------------------ resume while a PodGroup terminates
+
+
+def terminating(group: Mapping[str, Any], seconds_ago: float, kit: Kit) -> dict[str, Any]:
+    """The PodGroup as the cache holds it while its podgroup-protection finalizer keeps it."""
+    since = format_time(kit.now - timedelta(seconds=seconds_ago))
+    return {**group, "metadata": {**group["metadata"], "deletionTimestamp": since}}
+
+
+def quick_resume(kit: Kit, seconds_ago: float) -> tuple[Snapshot, str]:
+    """A JobSet suspended and resumed at once: its Jobs still suspended (one of them lost, so the
+    pass would also create one), the old PodGroup still Terminating since ``seconds_ago``."""
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    (group,) = running.pod_groups
+    suspended, _ = kit.settle(dataclasses.replace(running, jobset=builder.copy().suspend().build()))
+    resumed = dataclasses.replace(
+        suspended,
+        jobset=builder.copy().suspend(False).build(),
+        jobs=suspended.jobs[1:],
+        pod_groups=(terminating(group, seconds_ago, kit),),
+    )
+    return resumed, group["metadata"]["name"]
+
+
+def resumed_jobs(plan: Plan) -> list[str]:
+    return [p.name for p in plan.jobs_to_patch if p.patch.get("spec", {}).get("suspend") is False]
+
+
+def waits(plan: Plan) -> list[tuple[str, str]]:
+    return [(e.type, e.note) for e in plan.events if e.reason == "ResumeWaitsForPodGroup"]
+
+
+def test_a_resume_is_held_while_the_old_pod_group_is_still_terminating(kit: Kit) -> None:
+    """New pods would name the old PodGroup and keep it Terminating for as long as they run."""
+    snapshot, _ = quick_resume(kit, seconds_ago=10)
+    plan = reconcile(snapshot)
+    assert resumed_jobs(plan) == []
+    assert plan.jobs_to_create == ()
+    assert plan.pod_groups_to_create == ()  # the name is still taken
+    assert plan.requeue_after is not None
+    assert 0 < plan.requeue_after <= 5  # looks again, but never in a hot loop
+    assert waits(plan) == []  # a short wait is the normal course: nothing said
+    conditions = (plan.status or {}).get("conditions") or []
+    assert not any(c["type"] == "Suspended" and c["status"] == "False" for c in conditions)
+
+
+def test_the_held_resume_goes_on_once_the_old_pod_group_is_gone(kit: Kit) -> None:
+    snapshot, name = quick_resume(kit, seconds_ago=10)
+    plan = reconcile(dataclasses.replace(snapshot, pod_groups=()))
+    assert [g["metadata"]["name"] for g in plan.pod_groups_to_create] == [name]
+    assert len(resumed_jobs(plan)) == 2
+    assert [job["metadata"]["name"] for job in plan.jobs_to_create] == [f"{kit.name}-leader-0"]
+    assert set(links(plan).values()) == {(kit.name, name)}
+    assert plan.requeue_after is None
+
+
+def test_a_long_wait_is_said_once_in_a_warning_whose_note_does_not_change(kit: Kit) -> None:
+    """The recorder folds equal notes into one Event's series: the note names the deletion time,
+    not the time waited, so a wait of many passes is one Event."""
+    snapshot, name = quick_resume(kit, seconds_ago=90)
+    plan = reconcile(snapshot)
+    later = reconcile(dataclasses.replace(snapshot, now=kit.now + timedelta(seconds=30)))
+    since = format_time(kit.now - timedelta(seconds=90))
+    ((kind, note),) = waits(plan)
+    assert kind == "Warning"
+    assert f"PodGroup {name} (Terminating since {since})" in note
+    assert "podgroup-protection-controller" in note
+    assert waits(later) == waits(plan)
+    assert resumed_jobs(plan) == []
+    assert plan.requeue_after == 5
+
+
+def test_the_event_comes_from_the_first_pass_past_a_minute(kit: Kit) -> None:
+    """A pass 50 s into the wait looks again when the minute is up, to say so then."""
+    snapshot, _ = quick_resume(kit, seconds_ago=58)
+    plan = reconcile(snapshot)
+    assert waits(plan) == []
+    assert plan.requeue_after == 2
+
+
+def test_a_terminating_pod_group_that_running_pods_name_holds_nothing(kit: Kit) -> None:
+    """Deleted under a running gang (by hand, say), it goes only when those pods end: waiting for
+    it would keep a lost Job from being replaced for as long as the JobSet runs."""
+    builder = training(kit).scheduling(**GANG)
+    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    (group,) = running.pod_groups
+    lost_one = dataclasses.replace(
+        running, jobs=running.jobs[1:], pod_groups=(terminating(group, 600, kit),)
+    )
+    plan = reconcile(lost_one)
+    assert [job["metadata"]["name"] for job in plan.jobs_to_create] == [f"{kit.name}-leader-0"]
+    assert waits(plan) == []
+
+
+def test_a_suspended_jobset_is_not_held(kit: Kit) -> None:
+    snapshot, _ = quick_resume(kit, seconds_ago=600)
+    suspended = dataclasses.replace(
+        snapshot, jobset=training(kit).scheduling(**GANG).suspend().build()
+    )
+    plan = reconcile(suspended)
+    assert waits(plan) == []
+    assert [job["metadata"]["name"] for job in plan.jobs_to_create] == [f"{kit.name}-leader-0"]
+
+
+# ------------------------------------------------------------ regrouped while suspended
+
+
+PER_RJOB: dict[str, Any] = {
+    "replicatedJobs": [{"targetReplicatedJobs": ["leader"]}, {"targetReplicatedJobs": ["workers"]}]
+}
+PER_JOB_WORKERS: dict[str, Any] = {
+    "replicatedJobs": [
+        {"targetReplicatedJobs": ["leader"]},
+        {"targetReplicatedJobs": ["workers"], "job": {"schedulingPolicy": {"gang": {}}}},
+    ]
+}
+
+
+def regrouped(kit: Kit, before: dict[str, Any], after: dict[str, Any]) -> tuple[Snapshot, Snapshot]:
+    """Run with ``before``, suspend, change to ``after`` while suspended; (suspended, resumed)."""
+    running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**before), features=GATE))
+    suspended_before = training(kit).scheduling(**before).suspend().build()
+    suspended, _ = kit.settle(dataclasses.replace(running, jobset=suspended_before))
+    changed = training(kit).scheduling(**after)
+    suspended, _ = kit.settle(
+        dataclasses.replace(suspended, jobset=changed.copy().suspend().build())
+    )
+    return suspended, dataclasses.replace(suspended, jobset=changed.build())
+
+
+def linked_to(snapshot: Snapshot) -> dict[str, str]:
+    return {
+        job["metadata"]["name"]: job["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"]
+        for job in snapshot.jobs
+    }
+
+
+def test_a_regrouping_while_suspended_recreates_the_jobs_on_resume_linked_anew(kit: Kit) -> None:
+    """A suspended Job's pod template cannot change its schedulingGroup: resumed as it is, its
+    pods would wait for a PodGroup that is never created again."""
+    suspended, resumed = regrouped(kit, GANG, PER_RJOB)
+    old = set(linked_to(suspended).values())
+    plan = reconcile(resumed)
+    assert {(d.name, d.uid) for d in plan.jobs_to_delete} == {
+        (job["metadata"]["name"], job["metadata"]["uid"]) for job in suspended.jobs
+    }
+    assert resumed_jobs(plan) == []  # deleted, not resumed
+    after, _ = kit.settle(resumed)
+    groups = {
+        g["spec"]["workloadRef"]["templateName"]: g["metadata"]["name"] for g in after.pod_groups
+    }
+    assert set(groups) == {"leader", "workers"}
+    assert linked_to(after) == {
+        f"{kit.name}-leader-0": groups["leader"],
+        f"{kit.name}-workers-0": groups["workers"],
+        f"{kit.name}-workers-1": groups["workers"],
+    }
+    assert not old & set(groups.values())
+    assert all(job["spec"].get("suspend") is False for job in after.jobs)
+
+
+def test_nothing_is_recreated_while_the_jobset_stays_suspended(kit: Kit) -> None:
+    suspended, _ = regrouped(kit, GANG, PER_RJOB)
+    plan = reconcile(suspended)
+    assert plan.jobs_to_delete == ()
+    assert kit.has_no_writes(plan)
+
+
+def test_only_the_jobs_whose_group_changed_are_recreated_the_others_resume(kit: Kit) -> None:
+    _, resumed = regrouped(kit, PER_RJOB, PER_JOB_WORKERS)
+    plan = reconcile(resumed)
+    assert {d.name for d in plan.jobs_to_delete} == {
+        f"{kit.name}-workers-0",
+        f"{kit.name}-workers-1",
+    }
+    assert resumed_jobs(plan) == [f"{kit.name}-leader-0"]
+
+
+def test_a_resume_under_the_same_grouping_recreates_nothing(kit: Kit) -> None:
+    _, resumed = regrouped(kit, GANG, GANG)
+    plan = reconcile(resumed)
+    assert plan.jobs_to_delete == ()
+    assert len(resumed_jobs(plan)) == 3
+
+
+def test_scheduling_removed_while_suspended_recreates_the_jobs_unlinked(kit: Kit) -> None:
+    running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**GANG), features=GATE))
+    suspended, _ = kit.settle(
+        dataclasses.replace(running, jobset=training(kit).scheduling(**GANG).suspend().build())
+    )
+    plan = reconcile(dataclasses.replace(suspended, jobset=training(kit).build()))
+    assert len(plan.jobs_to_delete) == 3
+    after, _ = kit.settle(dataclasses.replace(suspended, jobset=training(kit).build()))
+    assert all("schedulingGroup" not in job["spec"]["template"]["spec"] for job in after.jobs)
+
+
+def test_with_the_gate_off_links_are_never_judged(kit: Kit) -> None:
+    _, resumed = regrouped(kit, GANG, PER_RJOB)
+    plan = reconcile(dataclasses.replace(resumed, features=FeatureGates()))
+    assert plan.jobs_to_delete == ()
+    assert len(resumed_jobs(plan)) == 3
