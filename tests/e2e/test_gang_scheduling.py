@@ -54,6 +54,7 @@ POOL_LABEL = "gang-e2e.jobset.test/pool"
 NODE_CPUS = 2
 BINDING_IN_FLIGHT = 5.0  # seconds a gang's bindings may take, one API call per pod, when loaded
 WITHIN = 60.0  # seconds for anything the scheduler or the controller does on a loaded machine
+KEEP = "gang-e2e.jobset.test/keep"  # the test's own finalizer on a PodGroup
 
 
 def apiserver_version(bin_dir: Path) -> tuple[int, ...]:
@@ -503,23 +504,47 @@ async def test_a_resume_while_the_old_pod_group_is_still_terminating_binds_the_g
 ) -> None:
     """The API server puts the podgroup-protection finalizer on every PodGroup: a suspended
     JobSet's PodGroup stays Terminating until no active pod names it. A resume in that window
-    (Kueue readmitting a preempted JobSet does this) finds the name taken, and the new pods name
-    the old object; the gang still binds. What is left is doc'd, not hidden: if the new pods
-    came before the old group went, it stays Terminating while they run (docs/behaviour.md
-    #gang-scheduling), so only "bound again, one PodGroup of that name" is asserted."""
+    (Kueue readmitting a preempted JobSet does this) finds the name taken; pods created then
+    would name the old object and keep it Terminating while they run. The controller holds the
+    resume until the old PodGroup is gone, says so once the wait is long, and the new pods name a
+    new PodGroup.
+
+    The window is made certain, not raced for: a finalizer of the test's own keeps the old
+    PodGroup Terminating until the test lets it go (its pods would free it in a moment)."""
     space = gated
     space.add_nodes(2)
     await space.create(space.jobset("quick", space.rjob("w", 1, 3), scheduling={}))
     first = {pod["metadata"]["uid"] for pod in await space.wait_all_bound("quick", 3)}
+    (old,) = await space.scheduling_objects("podgroups")
+    name = old["metadata"]["name"]
+    path = f"{SCHEDULING}/namespaces/{space.name}/podgroups/{name}"
+    finalizers = list(old["metadata"].get("finalizers") or ())
+    await space.kube.merge_patch(path, {"metadata": {"finalizers": [*finalizers, KEEP]}})
     await space.set_suspend("quick", True)
 
     async def terminating() -> bool:
-        groups = await space.scheduling_objects("podgroups")
-        being_deleted = not groups or bool(groups[0]["metadata"].get("deletionTimestamp"))
+        group = await space.kube.get(path)
+        being_deleted = bool(group["metadata"].get("deletionTimestamp"))
         return being_deleted and await space.pods("quick") == []  # the old pods Terminating
 
     await eventually(terminating, "the PodGroup's and the pods' deletion begun", WITHIN)
     await space.set_suspend("quick", False)
+
+    async def said() -> bool:
+        return bool(await space.events("quick", "ResumeWaitsForPodGroup"))
+
+    # The event comes a minute after the PodGroup's deletion began: the hold's own evidence.
+    await eventually(said, "the held resume said on the JobSet", WITHIN + 60)
+    (event,) = await space.events("quick", "ResumeWaitsForPodGroup")
+    assert event["type"] == "Warning"
+    assert f"PodGroup {name} (Terminating since " in event["note"], event["note"]
+    jobs = (await space.kube.get(f"/apis/batch/v1/namespaces/{space.name}/jobs"))["items"]
+    assert [job["spec"]["suspend"] for job in jobs] == [True]  # held: not resumed
+    assert await space.pods("quick") == []
+
+    group = await space.kube.get(path)
+    kept = [f for f in group["metadata"].get("finalizers") or () if f != KEEP]
+    await space.kube.merge_patch(path, {"metadata": {"finalizers": kept}})
 
     async def rebound() -> bool:
         pods = await space.pods("quick")
@@ -527,19 +552,54 @@ async def test_a_resume_while_the_old_pod_group_is_still_terminating_binds_the_g
         return len(fresh) == 3 and all(pod["spec"].get("nodeName") for pod in fresh)
 
     await eventually(rebound, "the gang binds again, with new pods", WITHIN)
-    name = f"quick-{digest('JobSet', space.name, 'quick')}"
     pods = await space.pods("quick")
     assert {pod["spec"]["schedulingGroup"]["podGroupName"] for pod in pods} == {name}
+    (new,) = await space.scheduling_objects("podgroups")  # the old one is gone
+    assert new["metadata"]["name"] == name
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert not new["metadata"].get("deletionTimestamp")
+    assert scheduled(new) == "True", new.get("status")
 
-    seen: list[dict[str, Any]] = []
 
-    async def one_group() -> bool:
-        seen[:] = await space.scheduling_objects("podgroups")
-        return names(seen) == [name]
+async def test_a_regrouping_while_suspended_recreates_the_jobs_and_the_pods_bind_after_resume(
+    gated: Space,
+) -> None:
+    """spec.scheduling may change while suspended; a suspended Job's pod template cannot change
+    its schedulingGroup, so the resume recreates the Jobs linked to the PodGroups the new spec
+    names (resumed as they were, their pods would wait for the old PodGroup for ever)."""
+    space = gated
+    space.add_nodes(2)
+    leader, workers = space.rjob("leader", 1, 1), space.rjob("workers", 1, 2)
+    await space.create(space.jobset("regroup", leader, workers, scheduling={}))
+    await space.wait_all_bound("regroup", 3)
+    (old,) = await space.scheduling_objects("podgroups")
+    jobs_path = f"/apis/batch/v1/namespaces/{space.name}/jobs"
+    old_jobs = {job["metadata"]["uid"] for job in (await space.kube.get(jobs_path))["items"]}
+    await space.set_suspend("regroup", True)
 
-    await eventually(one_group, "the gang's PodGroup there (live or still Terminating)", WITHIN)
-    still = bool(seen[0]["metadata"].get("deletionTimestamp"))
-    print(f"quick resume: the running gang's PodGroup still Terminating: {still}")
+    async def gone() -> bool:
+        return not await space.scheduling_objects("podgroups") and not await space.pods("regroup")
+
+    await eventually(gone, "the PodGroup and the pods deleted on suspend", WITHIN)
+    per_rjob = {
+        "replicatedJobs": [{"targetReplicatedJobs": [rjob]} for rjob in ("leader", "workers")]
+    }
+    await space.kube.merge_patch(space.jobsets_path("regroup"), {"spec": {"scheduling": per_rjob}})
+    await space.set_suspend("regroup", False)
+
+    pods = await space.wait_all_bound("regroup", 3, "the regrouped gangs bind after resume")
+    groups = {
+        g["spec"]["workloadRef"]["templateName"]: g["metadata"]["name"]
+        for g in await space.scheduling_objects("podgroups")
+    }
+    assert set(groups) == {"leader", "workers"}
+    assert old["metadata"]["name"] not in groups.values()
+    for pod in pods:
+        rjob = pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]
+        assert pod["spec"]["schedulingGroup"]["podGroupName"] == groups[rjob]
+    jobs = (await space.kube.get(jobs_path))["items"]
+    assert len(jobs) == 2
+    assert not old_jobs & {job["metadata"]["uid"] for job in jobs}  # recreated, not resumed
 
 
 async def test_jobs_created_suspended_carry_the_link_and_bind_as_a_gang_once_resumed(
