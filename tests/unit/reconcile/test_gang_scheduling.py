@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from jobset_controller.api import FeatureGates
+from jobset_controller.api import FeatureGates, JobSet
 from jobset_controller.api.scheduling import (
     GROUP_TEMPLATE_ANNOTATION,
     name_hash,
@@ -512,24 +512,45 @@ def terminating(group: Mapping[str, Any], seconds_ago: float, kit: Kit) -> dict[
     return {**group, "metadata": {**group["metadata"], "deletionTimestamp": since}}
 
 
-def quick_resume(kit: Kit, seconds_ago: float) -> tuple[Snapshot, str]:
+def quick_resume(
+    kit: Kit, seconds_ago: float, features: FeatureGates = GATE
+) -> tuple[Snapshot, str]:
     """A JobSet suspended and resumed at once: its Jobs still suspended (one of them lost, so the
     pass would also create one), the old PodGroup still Terminating since ``seconds_ago``."""
     builder = training(kit).scheduling(**GANG)
-    running, _ = kit.settle(kit.snapshot(builder, features=GATE))
+    running, _ = kit.settle(kit.snapshot(builder, features=features))
     (group,) = running.pod_groups
-    suspended, _ = kit.settle(dataclasses.replace(running, jobset=builder.copy().suspend().build()))
+    suspended, _ = kit.settle(respec(running, suspend=True))
     resumed = dataclasses.replace(
-        suspended,
-        jobset=builder.copy().suspend(False).build(),
+        respec(suspended, suspend=False),
         jobs=suspended.jobs[1:],
         pod_groups=(terminating(group, seconds_ago, kit),),
     )
     return resumed, group["metadata"]["name"]
 
 
+def respec(snapshot: Snapshot, **spec: Any) -> Snapshot:
+    """The snapshot's JobSet with ``spec`` fields set (None: removed), its status kept, as a user
+    or Kueue changes it."""
+    wire = snapshot.jobset.to_dict()
+    for key, value in spec.items():
+        if value is None:
+            wire["spec"].pop(key, None)
+        else:
+            wire["spec"][key] = value
+    return dataclasses.replace(snapshot, jobset=JobSet.model_validate(wire))
+
+
 def resumed_jobs(plan: Plan) -> list[str]:
     return [p.name for p in plan.jobs_to_patch if p.patch.get("spec", {}).get("suspend") is False]
+
+
+def suspended_status(plan: Plan) -> str | None:
+    """The Suspended condition's status the Plan writes (None: no status write)."""
+    if plan.status is None:
+        return None
+    (condition,) = [c for c in plan.status["conditions"] if c["type"] == "Suspended"]
+    return str(condition["status"])
 
 
 def waits(plan: Plan) -> list[tuple[str, str]]:
@@ -546,8 +567,20 @@ def test_a_resume_is_held_while_the_old_pod_group_is_still_terminating(kit: Kit)
     assert plan.requeue_after is not None
     assert 0 < plan.requeue_after <= 5  # looks again, but never in a hot loop
     assert waits(plan) == []  # a short wait is the normal course: nothing said
-    conditions = (plan.status or {}).get("conditions") or []
-    assert not any(c["type"] == "Suspended" and c["status"] == "False" for c in conditions)
+    assert suspended_status(plan) in (None, "True")  # not marked resumed: nothing resumed yet
+
+
+def test_a_held_resume_is_counted_once_by_the_pass_that_resumes(kit: Kit) -> None:
+    """ExecutionAttemptsTracking counts a resume from the stored Suspended condition: a held pass
+    that counted it would count it again on every pass of the wait."""
+    tracking = FeatureGates(workload_aware_scheduling=True, execution_attempts_tracking=True)
+    snapshot, _ = quick_resume(kit, seconds_ago=10, features=tracking)
+    before = snapshot.jobset.status.execution_attempts
+    assert before is not None
+    held = reconcile(snapshot)
+    assert held.status is None or held.status.get("executionAttempts") == before
+    after, _ = kit.settle(dataclasses.replace(snapshot, pod_groups=()))
+    assert after.jobset.status.execution_attempts == before + 1
 
 
 def test_the_held_resume_goes_on_once_the_old_pod_group_is_gone(kit: Kit) -> None:
@@ -558,6 +591,7 @@ def test_the_held_resume_goes_on_once_the_old_pod_group_is_gone(kit: Kit) -> Non
     assert [job["metadata"]["name"] for job in plan.jobs_to_create] == [f"{kit.name}-leader-0"]
     assert set(links(plan).values()) == {(kit.name, name)}
     assert plan.requeue_after is None
+    assert suspended_status(plan) == "False"
 
 
 def test_a_long_wait_is_said_once_in_a_warning_whose_note_does_not_change(kit: Kit) -> None:
@@ -600,10 +634,7 @@ def test_a_terminating_pod_group_that_running_pods_name_holds_nothing(kit: Kit) 
 
 def test_a_suspended_jobset_is_not_held(kit: Kit) -> None:
     snapshot, _ = quick_resume(kit, seconds_ago=600)
-    suspended = dataclasses.replace(
-        snapshot, jobset=training(kit).scheduling(**GANG).suspend().build()
-    )
-    plan = reconcile(suspended)
+    plan = reconcile(respec(snapshot, suspend=True))
     assert waits(plan) == []
     assert [job["metadata"]["name"] for job in plan.jobs_to_create] == [f"{kit.name}-leader-0"]
 
@@ -625,13 +656,9 @@ PER_JOB_WORKERS: dict[str, Any] = {
 def regrouped(kit: Kit, before: dict[str, Any], after: dict[str, Any]) -> tuple[Snapshot, Snapshot]:
     """Run with ``before``, suspend, change to ``after`` while suspended; (suspended, resumed)."""
     running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**before), features=GATE))
-    suspended_before = training(kit).scheduling(**before).suspend().build()
-    suspended, _ = kit.settle(dataclasses.replace(running, jobset=suspended_before))
-    changed = training(kit).scheduling(**after)
-    suspended, _ = kit.settle(
-        dataclasses.replace(suspended, jobset=changed.copy().suspend().build())
-    )
-    return suspended, dataclasses.replace(suspended, jobset=changed.build())
+    suspended, _ = kit.settle(respec(running, suspend=True))
+    suspended, _ = kit.settle(respec(suspended, scheduling=after))
+    return suspended, respec(suspended, suspend=False)
 
 
 def linked_to(snapshot: Snapshot) -> dict[str, str]:
@@ -691,12 +718,11 @@ def test_a_resume_under_the_same_grouping_recreates_nothing(kit: Kit) -> None:
 
 def test_scheduling_removed_while_suspended_recreates_the_jobs_unlinked(kit: Kit) -> None:
     running, _ = kit.settle(kit.snapshot(training(kit).scheduling(**GANG), features=GATE))
-    suspended, _ = kit.settle(
-        dataclasses.replace(running, jobset=training(kit).scheduling(**GANG).suspend().build())
-    )
-    plan = reconcile(dataclasses.replace(suspended, jobset=training(kit).build()))
+    suspended, _ = kit.settle(respec(running, suspend=True))
+    resumed = respec(suspended, suspend=False, scheduling=None)
+    plan = reconcile(resumed)
     assert len(plan.jobs_to_delete) == 3
-    after, _ = kit.settle(dataclasses.replace(suspended, jobset=training(kit).build()))
+    after, _ = kit.settle(resumed)
     assert all("schedulingGroup" not in job["spec"]["template"]["spec"] for job in after.jobs)
 
 
