@@ -147,14 +147,13 @@ def resume_hold(snapshot: Snapshot, js: JobSet, active: Sequence[Job]) -> Resume
     would stop the JobSet from replacing a lost Job for as long as it runs."""
     if not _in_force(snapshot, js):
         return None
+    terminating = [group for group in snapshot.pod_groups if _terminating(group)]
+    if not terminating:
+        return None  # every steady pass: the Jobs are not read
     running = {
         pod_group_of(job) for job in active if not is_suspended(job) and not is_being_deleted(job)
     }
-    waiting = [
-        group
-        for group in snapshot.pod_groups
-        if _terminating(group) and _name(group) not in running
-    ]
+    waiting = [group for group in terminating if _name(group) not in running]
     if not waiting:
         return None
     names = tuple(sorted(_name(group) for group in waiting))
