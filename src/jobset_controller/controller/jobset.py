@@ -41,6 +41,7 @@ import structlog
 from jobset_controller import api, reconcile
 from jobset_controller.api import FeatureGates
 from jobset_controller.api.naming import jobset_subdomain
+from jobset_controller.controller.deletions import DeleteExpectations
 from jobset_controller.controller.executor import Executor
 from jobset_controller.controller.expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
@@ -54,8 +55,9 @@ from jobset_controller.reconcile.catalogue import (
     invalid_jobset_message,
 )
 from jobset_controller.reconcile.placement import uses_affinity_strategy
+from jobset_controller.reconcile.timestamps import format_time
 from jobset_controller.runtime.client import Conflict, KubeClient
-from jobset_controller.runtime.clock import Clock, RandomSource
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
 from jobset_controller.runtime.informer import Informer
 from jobset_controller.runtime.workers import Result
@@ -120,6 +122,8 @@ class JobSetController:
             client, enqueue, clock=clock, rng=rng, job_seen=self.expectations.observed
         )
         self._scheduling_api = scheduling_api
+        # Workloads/PodGroups deleted by a pass and not yet shown Terminating by the cache.
+        self.deletions = DeleteExpectations(clock or RealClock())
         self.scheduling: tuple[Informer, Informer] | None = None
         if features.workload_aware_scheduling and scheduling_api:
             self.scheduling = build_scheduling_informers(client, enqueue, clock=clock, rng=rng)
@@ -169,12 +173,14 @@ class JobSetController:
     def _workload_of(self, uid: str) -> Mapping[str, Any] | None:
         if self.scheduling is None:
             return None
-        return next(iter(self.scheduling[0].store.by_index(OWNER_UID, uid)), None)
+        workload = next(iter(self.scheduling[0].store.by_index(OWNER_UID, uid)), None)
+        return None if workload is None else self.deletions.view(workload)
 
     def _pod_groups_of(self, uid: str) -> tuple[Mapping[str, Any], ...]:
         if self.scheduling is None:
             return ()
-        return tuple(self.scheduling[1].store.by_index(OWNER_UID, uid))
+        view = self.deletions.view
+        return tuple(view(group) for group in self.scheduling[1].store.by_index(OWNER_UID, uid))
 
     def _pods_of(self, raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
         if self._pods is None or not _uses_in_place_restart(raw):
@@ -240,6 +246,9 @@ class JobSetController:
         if not plan.is_empty():
             names = plan.names_to_create()
             self.expectations.expect(key, uid, names)
+            self.deletions.deleted(
+                (write.uid for write in plan.scheduling_to_delete), format_time(snapshot.now)
+            )
             created: set[str] = set()
             try:
                 written = await self._executor.execute(raw, plan, on_created=created.add)
