@@ -20,12 +20,10 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,15 +55,6 @@ WITHIN = 60.0  # seconds for anything the scheduler or the controller does on a 
 KEEP = "gang-e2e.jobset.test/keep"  # the test's own finalizer on a PodGroup
 
 
-def apiserver_version(bin_dir: Path) -> tuple[int, ...]:
-    """The kube-apiserver binary's version, e.g. (1, 37, 2), from ``--version``."""
-    reply = subprocess.run(
-        [str(bin_dir / "kube-apiserver"), "--version"], capture_output=True, text=True, check=True
-    )
-    numbers = reply.stdout.split()[-1].lstrip("v").split("-")[0]
-    return tuple(int(part) for part in numbers.split("."))
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[FullCluster]:
     full = FullCluster(
@@ -73,10 +62,6 @@ def cluster() -> Iterator[FullCluster]:
         nodes=[],
         keep_workdir=os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1",
     )
-    version = apiserver_version(full.bin_dir)
-    if version < (1, 37):
-        # scheduling.k8s.io/v1beta1 does not exist before 1.37: the API server would not start.
-        pytest.skip(f"gang scheduling needs Kubernetes >= 1.37; {full.bin_dir} holds {version}")
     full.start()
     marker = str(full.workdir)
     try:

@@ -27,6 +27,15 @@ FULL_COMPONENTS = (*INTEGRATION_COMPONENTS, "kube-controller-manager", "kube-sch
 NODE_COMPONENTS = (*FULL_COMPONENTS, "kubelet", "kube-proxy", "coredns", "helm", "containerd")
 
 
+def kube_version(bin_dir: Path) -> tuple[int, ...]:
+    """The version kube-apiserver in ``bin_dir`` reports, e.g. (1, 37, 2)."""
+    reply = subprocess.run(
+        [str(bin_dir / "kube-apiserver"), "--version"], capture_output=True, text=True, check=True
+    )
+    numbers = reply.stdout.split()[-1].lstrip("v").split("-")[0]
+    return tuple(int(part) for part in numbers.split("."))
+
+
 class BinariesMissing(RuntimeError):
     """The binaries are not cached and cannot be built from here."""
 

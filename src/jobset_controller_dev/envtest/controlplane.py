@@ -32,6 +32,7 @@ import yaml
 from jobset_controller_dev.envtest.binaries import (
     INTEGRATION_COMPONENTS,
     ensure_binaries,
+    kube_version,
     repo_root,
 )
 from jobset_controller_dev.envtest.pki import (
@@ -74,6 +75,7 @@ def default_crd_paths() -> list[Path]:
 # plugin; the API group itself is off by default too (a beta API), hence the runtime-config.
 WORKLOAD_API_FEATURE_GATES: tuple[tuple[str, bool], ...] = (("GenericWorkload", True),)
 WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+WORKLOAD_API_SINCE = (1, 37)
 
 
 class ControlPlane:
@@ -142,6 +144,13 @@ class ControlPlane:
 
     def start(self) -> Self:
         try:
+            if self.workload_api and kube_version(self.bin_dir) < WORKLOAD_API_SINCE:
+                # The gate and the API group do not exist before 1.37: the apiserver would exit on
+                # its flags. Say why instead (JOBSET_K8S_BIN pointing at older binaries, say).
+                raise ControlPlaneError(
+                    f"workload_api needs Kubernetes >= 1.37; {self.bin_dir} holds "
+                    f"{'.'.join(map(str, kube_version(self.bin_dir)))}"
+                )
             self._write_pki()
             self._start_etcd()
             self._start_apiserver()

@@ -11,10 +11,8 @@ API and our controller without the JobSetWorkloadAwareSchedulingAPI gate, as mos
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,22 +36,9 @@ SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 GATE = "JobSetWorkloadAwareSchedulingAPI"
 
 
-def apiserver_version(bin_dir: Path) -> tuple[int, ...]:
-    """The kube-apiserver binary's version, e.g. (1, 37, 2), from ``--version``."""
-    reply = subprocess.run(
-        [str(bin_dir / "kube-apiserver"), "--version"], capture_output=True, text=True, check=True
-    )
-    numbers = reply.stdout.split()[-1].lstrip("v").split("-")[0]
-    return tuple(int(part) for part in numbers.split("."))
-
-
 @pytest.fixture(scope="module")
 def gang_cluster() -> Iterator[FullCluster]:
     full = FullCluster(workload_api=True)
-    version = apiserver_version(full.bin_dir)
-    if version < (1, 37):
-        # scheduling.k8s.io/v1beta1 does not exist before 1.37: the API server would not start.
-        pytest.skip(f"gang scheduling needs Kubernetes >= 1.37; {full.bin_dir} holds {version}")
     full.start()
     marker = str(full.workdir)
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobset_controller_dev.envtest import binaries
+from jobset_controller_dev.envtest.controlplane import ControlPlane, ControlPlaneError
 
 SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "k8s-binaries.sh"
 
@@ -55,3 +56,22 @@ def test_incomplete_prebuilt_directory_is_not_used(
     monkeypatch.setattr(binaries, "repo_root", lambda: None)
     with pytest.raises(binaries.BinariesMissing, match="JOBSET_K8S_BIN"):
         binaries.ensure_binaries()
+
+
+def fake_apiserver(directory: Path, version: str) -> Path:
+    script = directory / "kube-apiserver"
+    script.write_text(f"#!/bin/sh\necho 'Kubernetes {version}'\n")
+    script.chmod(0o755)
+    return directory
+
+
+def test_kube_version_reads_what_the_apiserver_reports(tmp_path: Path) -> None:
+    assert binaries.kube_version(fake_apiserver(tmp_path, "v1.37.2")) == (1, 37, 2)
+
+
+def test_a_workload_api_cluster_on_older_binaries_fails_with_the_reason(tmp_path: Path) -> None:
+    """Not a skip: the gang tests must not pass by not running on binaries that cannot serve
+    the API (JOBSET_K8S_BIN pointing at 1.36, say)."""
+    plane = ControlPlane(bin_dir=fake_apiserver(tmp_path, "v1.36.3"), workload_api=True)
+    with pytest.raises(ControlPlaneError, match=r"needs Kubernetes >= 1.37; .* holds 1.36.3"):
+        plane.start()
