@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import pytest
 
+from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
@@ -98,3 +99,14 @@ def jobset_controller(
     finally:
         code = process.stop(60)
         assert code == 0, f"jobset-controller exited {code}:\n{process.tail()}"
+
+
+@pytest.fixture
+async def kube(cluster: FullCluster) -> AsyncIterator[KubeClient]:
+    """An async API client for the module's own ``cluster`` fixture (the modules that start a
+    cluster of their own and talk to it with our client)."""
+    client = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -231,15 +231,6 @@ class Space:
 
 
 @pytest.fixture
-async def kube(cluster: FullCluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
 def space(cluster: FullCluster, kube: KubeClient) -> Iterator[Space]:
     suffix = uuid.uuid4().hex[:6]
     name = cluster.create_namespace(f"gang-{suffix}")

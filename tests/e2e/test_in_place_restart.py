@@ -59,15 +59,6 @@ def namespace(cluster: FullCluster) -> Iterator[str]:
 
 
 @pytest.fixture
-async def kube(cluster: FullCluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
 async def kubelet(
     kube: KubeClient, namespace: str, cluster: FullCluster, tmp_path: Path
 ) -> AsyncIterator[HostKubelet]:
