@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.reconcile import Plan
 
 
 def offline_controller(executor: object, **options: Any) -> JobSetController:
@@ -19,3 +21,16 @@ def offline_controller(executor: object, **options: Any) -> JobSetController:
         features=FeatureGates(),
         **options,
     )
+
+
+class PlanRecorder:
+    """An executor that records each Plan a pass hands it and writes nothing."""
+
+    def __init__(self) -> None:
+        self.plans: list[Plan] = []
+
+    async def execute(
+        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None] = lambda name: None
+    ) -> str | None:
+        self.plans.append(plan)
+        return None

@@ -3,13 +3,13 @@ says so itself, and never longer than EXPIRY (controller/deletions.py, one test 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
+
+from tests.unit.controller.conftest import PlanRecorder
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.deletions import EXPIRY, DeleteExpectations
 from jobset_controller.controller.jobset import JobSetController
-from jobset_controller.reconcile import Plan
 from jobset_controller.runtime.clock import FakeClock
 
 AT = "2026-11-26T07:00:00Z"
@@ -61,17 +61,6 @@ def test_objects_never_deleted_by_us_pass_through_untouched() -> None:
     assert len(deletions) == 1, "an empty UID is not recorded"
 
 
-class RecordingExecutor:
-    def __init__(self) -> None:
-        self.plans: list[Plan] = []
-
-    async def execute(
-        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None] = lambda name: None
-    ) -> str | None:
-        self.plans.append(plan)
-        return None
-
-
 def gang_jobset(*, suspend: bool, resource_version: str) -> dict[str, Any]:
     pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
     return {
@@ -100,7 +89,7 @@ def gang_jobset(*, suspend: bool, resource_version: str) -> dict[str, Any]:
 async def test_a_resume_before_the_cache_shows_the_suspend_passes_delete_is_held() -> None:
     """The suspend pass deletes the PodGroup; the resume pass runs before the watch delivered
     that: it must see the PodGroup Terminating (and hold), not live (and link new pods to it)."""
-    executor = RecordingExecutor()
+    executor = PlanRecorder()
     ctl = JobSetController(
         object(),  # type: ignore[arg-type]  # informers are not started here
         enqueue=lambda key: None,

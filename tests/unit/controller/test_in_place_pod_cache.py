@@ -4,10 +4,9 @@ and only one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from tests.unit.controller.conftest import offline_controller
+from tests.unit.controller.conftest import PlanRecorder, offline_controller
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.pods import (
@@ -17,7 +16,6 @@ from jobset_controller.controller.pods import (
     trim_in_place,
     trim_pod,
 )
-from jobset_controller.reconcile import Plan
 
 ATTEMPT = "jobset.sigs.k8s.io/in-place-restart-attempt"
 
@@ -112,17 +110,6 @@ def test_a_change_the_pass_does_not_read_wakes_nothing() -> None:
     assert woken == []
 
 
-class RecordingExecutor:
-    def __init__(self) -> None:
-        self.plans: list[Plan] = []
-
-    async def execute(
-        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None] = lambda name: None
-    ) -> str | None:
-        self.plans.append(plan)
-        return None
-
-
 def jobset(strategy: str) -> dict[str, Any]:
     template = {
         "parallelism": 1,
@@ -145,7 +132,7 @@ def jobset(strategy: str) -> dict[str, Any]:
 def test_only_a_jobset_using_the_strategy_is_woken_by_its_pods() -> None:
     woken: list[str] = []
     pods = pod_controller([])
-    ctl = offline_controller(RecordingExecutor(), pods=pods.pods)
+    ctl = offline_controller(PlanRecorder(), pods=pods.pods)
     ctl._enqueue = woken.append
     ctl.jobsets.store.put(jobset("Recreate"))
     ctl.pod_changed("ns/js")
@@ -157,7 +144,7 @@ def test_only_a_jobset_using_the_strategy_is_woken_by_its_pods() -> None:
 
 
 async def test_a_pass_reads_the_jobsets_pods_from_the_cache() -> None:
-    executor = RecordingExecutor()
+    executor = PlanRecorder()
     pods = pod_controller([])
     ctl = offline_controller(executor, pods=pods.pods)
     ctl._features = FeatureGates(in_place_restart=True)
