@@ -1,5 +1,5 @@
 """`python -m jobset_controller` is the `jobset-controller` command."""
 
-from jobset_controller.cli import main
+from jobset_controller.console import jobset_controller
 
-raise SystemExit(main())
+jobset_controller()

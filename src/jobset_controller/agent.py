@@ -57,6 +57,7 @@ from jobset_controller.api.constants import (
     PLURAL,
     VERSION,
 )
+from jobset_controller.runtime.interrupts import StopSignals
 
 # What the agent's ServiceAccount needs, in the pod's namespace (each with why): the RBAC example
 # (manifests/in-place-restart-agent, the chart's `inPlaceRestartAgent`) is generated from it.
@@ -372,27 +373,40 @@ class _Relist(Exception):
     """The watch must start again from a fresh list."""
 
 
-async def _main(env: Env, kubeconfig: str | None) -> int:
+async def _main(env: Env, kubeconfig: str | None, stops: StopSignals) -> int:
+    """Signals first (one received while connecting ends the agent with 128+n at once), then
+    the client and the agent's run."""
     from jobset_controller.runtime.client import ClientSettings, KubeClient
 
+    main = asyncio.current_task()
+    agent: Agent | None = None
+
+    def on_signal(signum: int) -> None:
+        log("signal received, shutting down", signal=signal.Signals(signum).name)
+        if agent is None:
+            assert main is not None
+            main.cancel()  # still connecting
+        else:
+            agent.finish(128 + signum)
+
+    stops.attach(on_signal)
     settings = ClientSettings(user_agent="in-place-restart-agent", request_timeout=30.0)
-    client = await KubeClient.connect(kubeconfig=kubeconfig, settings=settings)
+    try:
+        client = await KubeClient.connect(kubeconfig=kubeconfig, settings=settings)
+    except asyncio.CancelledError:
+        if stops.received is None:
+            raise
+        return 128 + stops.received
     try:
         agent = Agent(env, client)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, _on_signal, agent, signum)
+        if stops.received is not None:
+            agent.finish(128 + stops.received)
         return await agent.run()
     finally:
         await client.close()
 
 
-def _on_signal(agent: Agent, signum: int) -> None:
-    log("signal received, shutting down", signal=signal.Signals(signum).name)
-    agent.finish(128 + signum)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, stops: StopSignals | None = None) -> int:
     """``in-place-restart-agent`` / ``jobset-controller agent``: exit code as the module says."""
     parser = argparse.ArgumentParser(
         prog="in-place-restart-agent",
@@ -413,12 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = "sidecar" if env.sidecar else "main container"
     log("starting", jobset=env.jobset_name, pod=env.pod_name, mode=mode)
     try:
-        return asyncio.run(_main(env, args.kubeconfig))
+        return asyncio.run(_main(env, args.kubeconfig, stops or StopSignals()))
     except Exception as error:
         print(f"in-place-restart-agent: {error}", file=sys.stderr)
         return 1
-
-
-def console_main() -> None:
-    """The console script's entry point."""
-    sys.exit(main())

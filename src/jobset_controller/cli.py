@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
+from jobset_controller.runtime.interrupts import StopSignals
 from jobset_controller.tools.commands import (
     add_plan_parser,
     add_status_parser,
@@ -224,9 +225,8 @@ def _add_run_parser(commands: Any) -> None:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, stops: StopSignals) -> int:
     import asyncio
-    import signal
 
     from jobset_controller.config import ConfigError, load_configuration
     from jobset_controller.manager import Manager, ManagerOptions
@@ -303,9 +303,8 @@ def _run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         manager = Manager(options)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, manager.request_stop)
+        # A signal received since the command started stops the run at its first step.
+        stops.attach(lambda _signum: manager.request_stop())
         return await manager.run()
 
     return asyncio.run(main())
@@ -342,22 +341,31 @@ def _parse_gates(text: str) -> FeatureGates:
     return FeatureGates.from_mapping(mapping)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "jobset-controller") -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str = "jobset-controller",
+    *,
+    stops: StopSignals | None = None,
+) -> int:
+    """The command line. `stops`: SIGINT and SIGTERM as the installed command took them at its
+    first line (jobset_controller.console); None when called in-process (tests), where the
+    commands that run an event loop take them only while it runs."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    stops = stops or StopSignals()
     if argv[:1] == ["agent"]:
         from jobset_controller import agent
 
-        return agent.main(argv[1:])
+        return agent.main(argv[1:], stops=stops)
     args = build_parser(prog).parse_args(argv)
     if args.command == "version":
         print(__version__)
         return 0
     if args.command == "run":
-        return _run(args)
+        return _run(args, stops)
     if args.command == "status":
-        return run_status(args)
+        return run_status(args, stops=stops)
     if args.command == "release-followers":
-        return run_release_followers(args)
+        return run_release_followers(args, stops=stops)
     try:
         gates = _parse_gates(args.feature_gates)
     except ValueError as error:
@@ -366,8 +374,3 @@ def main(argv: Sequence[str] | None = None, prog: str = "jobset-controller") -> 
     if args.command == "plan":
         return run_plan(args, gates)
     return _validate(args.files, gates)
-
-
-def kubectl_main(argv: Sequence[str] | None = None) -> int:
-    """The ``kubectl-jobset`` plugin: ``kubectl jobset status|plan|validate ...``."""
-    return main(argv, prog="kubectl jobset")

@@ -37,7 +37,7 @@ import gc
 import random
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
@@ -61,6 +61,7 @@ from jobset_controller.runtime.memtrim import malloc_trim
 from jobset_controller.runtime.runnables import Group, NotSynced, Runnables
 
 log = structlog.get_logger("manager")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ class Manager:
         gates = self.options.config.feature_gates
         if not gates.get("JobSetWorkloadAwareSchedulingAPI", False):
             return False
-        served = await scheduling_api_served(client)
+        served = await self._unless_stopped(scheduling_api_served(client))
         if not served:
             log.warning(
                 "JobSetWorkloadAwareSchedulingAPI is on but the API server does not serve "
@@ -224,12 +225,10 @@ class Manager:
         """Start the CACHES group and wait for every informer's first list."""
         limit = self.options.cache_sync_timeout
         try:
-            started = await self._unless_stopped(self.runnables.start(Group.CACHES, limit=limit))
+            await self._unless_stopped(self.runnables.start(Group.CACHES, limit=limit))
         except NotSynced:
             log.error("caches did not sync", timeout=limit)
             raise _Exit(1) from None
-        if not started:
-            raise _Exit(0)  # asked to stop while warming up
         gc.freeze()  # the initial lists are long-lived: keep them out of the collector's scans
         malloc_trim()  # the list pages' garbage (runtime/memtrim.py); a standby stays here
         cached = sum(len(informer.store) for unit in self.units for informer in unit.informers)
@@ -241,7 +240,9 @@ class Manager:
         opts = self.options
         if not opts.effective_leader_elect:
             return None
-        lease_client = await leadership.connect_lease_client(opts, clock=self.clock, rng=self.rng)
+        lease_client = await self._unless_stopped(
+            leadership.connect_lease_client(opts, clock=self.clock, rng=self.rng)
+        )
         stack.push_async_callback(lease_client.close)
         self.elector = leadership.elector(
             opts,
@@ -252,8 +253,7 @@ class Manager:
             rng=self.rng,
         )
         self.health.add_liveness_check("leaderElection", self.elector.healthy)
-        if not await self._unless_stopped(self.elector.acquire()):
-            raise _Exit(0)  # asked to stop while standing by
+        await self._unless_stopped(self.elector.acquire())
         renew = asyncio.create_task(self.elector.renew_until_lost(), name="lease-renew")
         stack.push_async_callback(_cancel, renew)
         return renew
@@ -296,17 +296,18 @@ class Manager:
         except Deposed:
             raise _Exit(1) from None
 
-    async def _unless_stopped(self, coro: Coroutine[Any, Any, Any]) -> bool:
-        """Await `coro` unless a stop is requested first; True if it ran to the end."""
+    async def _unless_stopped(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """`coro`'s result, unless a stop is requested first (SIGTERM while warming up, standing
+        by or still talking to an API server that does not answer): then `coro` is cancelled
+        and the run ends with 0 at once, through the exit stack's cleanup."""
         task = asyncio.create_task(coro)
         stop = asyncio.create_task(self.stop_requested.wait())
         done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
             stop.cancel()
-            task.result()
-            return True
+            return task.result()
         await _cancel(task)
-        return False
+        raise _Exit(0)
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

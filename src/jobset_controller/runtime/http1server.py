@@ -70,7 +70,7 @@ from prometheus_client.registry import Collector
 
 from jobset_controller.runtime.http1 import check_header_value, content_length
 from jobset_controller.runtime.memtrim import TrimAfterCloses
-from jobset_controller.runtime.tlsconn import RECORD_BUFFER, ClientHellos
+from jobset_controller.runtime.tlsconn import RECORD_BUFFER, ClientHellos, shape_problem
 
 log = structlog.get_logger("httpserver")
 
@@ -297,7 +297,8 @@ class HttpServer:
         self._accepting: list[asyncio.Task[None]] = []
         self._opening: set[asyncio.Task[None]] = set()  # accepted, not yet a protocol's
         self._connections: set[_ServerConnection] = set()
-        # TLS connections before their handshake is through (see runtime/tlsconn.py).
+        # TLS connections before their handshake is through (see runtime/tlsconn.py), unless
+        # this interpreter's asyncio cannot take them (then the stdlib's TLS path, in `_connect`).
         self._hellos = (
             ClientHellos(
                 tls,
@@ -306,7 +307,7 @@ class HttpServer:
                 read_buffer=self._read_buffer,
                 closed=trim.closed,
             )
-            if tls is not None
+            if tls is not None and _record_sized_tls()
             else None
         )
         self.port: int | None = None
@@ -390,7 +391,15 @@ class HttpServer:
     async def _connect(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await loop.connect_accepted_socket(lambda: _ServerConnection(self), conn)
+            if self.tls is None:
+                await loop.connect_accepted_socket(lambda: _ServerConnection(self), conn)
+            else:  # the stdlib's TLS path (runtime/tlsconn.py's shape_problem)
+                await loop.connect_accepted_socket(
+                    lambda: _ServerConnection(self),
+                    conn,
+                    ssl=self.tls,
+                    ssl_handshake_timeout=self.header_timeout,
+                )
         except OSError as error:
             conn.close()  # gone before it was served: that client's problem, nobody else's
             log.debug("connection not opened", server=self.name, error=type(error).__name__)
@@ -407,6 +416,23 @@ class HttpServer:
             allowed = ", ".join(sorted(methods))
             return _refuse(Reply(405, b"method not allowed\n", headers={"Allow": allowed}))
         return handler
+
+
+_warned_stdlib_tls = False
+
+
+def _record_sized_tls() -> bool:
+    """Whether TLS connections get record-sized buffers (runtime/tlsconn.py) on this
+    interpreter; when not, one warning line for the process says why."""
+    global _warned_stdlib_tls
+    problem = shape_problem()
+    if problem is not None and not _warned_stdlib_tls:
+        _warned_stdlib_tls = True
+        log.warning(
+            "TLS connections use the standard library's buffers (more memory per connection)",
+            reason=problem,
+        )
+    return problem is None
 
 
 async def not_found(request: Request) -> Reply:

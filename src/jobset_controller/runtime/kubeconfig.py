@@ -170,6 +170,21 @@ def existing_kubeconfigs(flag: str | None, environ: Mapping[str, str]) -> list[P
     return [path for path in paths if path.is_file()]
 
 
+def client_context(*, cafile: str | None = None, cadata: str | None = None) -> ssl.SSLContext:
+    """A TLS client context for an API server that verifies its chain as client-go does.
+
+    Why not `ssl.create_default_context` alone: from Python 3.13 it also sets
+    VERIFY_X509_STRICT, which refuses a chain whose certificates lack an Authority Key
+    Identifier (and a few other RFC 5280 details) that Go's crypto/x509 does not require, so a
+    cluster whose CA client-go accepts (hand-made CAs, older installers) would be unreachable
+    from ours. The flag is cleared; everything else (hostname, expiry, the chain to the given
+    CA, Python 3.13's partial chains, which Go's root pools allow too) stays verified.
+    """
+    context = ssl.create_default_context(cafile=cafile, cadata=cadata)
+    context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
+
+
 def in_cluster(
     environ: Mapping[str, str] | None = None, account_dir: Path = SERVICE_ACCOUNT_DIR
 ) -> ClusterAccess:
@@ -184,7 +199,7 @@ def in_cluster(
         host = f"[{host}]"
     credentials = TokenFile(account_dir / "token")
     ca = account_dir / "ca.crt"
-    context = ssl.create_default_context(cafile=str(ca) if ca.is_file() else None)
+    context = client_context(cafile=str(ca) if ca.is_file() else None)
     return ClusterAccess(f"https://{host}:{port}", context, credentials, "in-cluster")
 
 
@@ -294,12 +309,12 @@ def _ssl_context(
     try:
         if cluster.get("certificate-authority-data"):
             ca = _data(cluster["certificate-authority-data"], f"cluster {cluster_name!r} CA data")
-            context = ssl.create_default_context(cadata=ca.decode("ascii", "replace"))
+            context = client_context(cadata=ca.decode("ascii", "replace"))
         elif cluster.get("certificate-authority"):
             path = _file(cluster["certificate-authority"], cluster_dir)
-            context = ssl.create_default_context(cafile=str(path))
+            context = client_context(cafile=str(path))
         else:
-            context = ssl.create_default_context()
+            context = client_context()
     except (OSError, ssl.SSLError) as error:
         raise ConfigError(f"cluster {cluster_name!r}: unusable CA certificate: {error}") from None
     if cluster.get("insecure-skip-tls-verify"):
@@ -364,7 +379,7 @@ async def _official(paths: list[Path], context: str) -> ClusterAccess:
         )
     except (ConfigException, OSError) as error:
         raise ConfigError(f"kubeconfig context {context!r}: {error}") from None
-    ssl_context = ssl.create_default_context(
+    ssl_context = client_context(
         cafile=configuration.ssl_ca_cert, cadata=getattr(configuration, "ca_cert_data", None)
     )
     if configuration.cert_file:

@@ -27,15 +27,20 @@ for Go's crypto/tls, which grows its buffers with what arrives. Two pieces bring
   application at 64 KiB unsent (the stdlib's 512 KiB; 64 KiB is asyncio's own default for
   plain sockets). The stdlib class is not changed: only our servers make these.
 
-Both rely on asyncio's ``sslproto`` as CPython 3.11 writes it (``SSLProtocol``'s constructor,
-its ``max_size``, the ``_ssl_buffer``/``_ssl_buffer_view`` it reads into, its application
-transport's buffer-limit setters), which is not a documented API: tests/unit/runtime/
-test_tlsconn.py pins each of them on the interpreter the project runs on.
+Both rely on asyncio's ``sslproto`` as CPython 3.11 to 3.13 write it (``SSLProtocol``'s
+constructor, its ``max_size``, the ``_ssl_buffer``/``_ssl_buffer_view`` it reads into, its
+application transport's buffer-limit setters), which is not a documented API: tests/unit/runtime/
+test_tlsconn.py pins each of them on every interpreter the suite runs on. On an interpreter whose
+``SSLProtocol`` has another shape (`shape_problem` says why), the servers take the standard
+library's TLS path instead (asyncio's own ``SSLProtocol``, its buffers as they come), with one
+warning line: more memory per connection, the same answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import socket
 import ssl
 from asyncio import sslproto
@@ -286,3 +291,46 @@ class ClientHellos:
         if error is not None or waiter.cancelled():
             log.debug("connection not opened", error=type(error).__name__)
             self._closed()
+
+
+# What RecordSizedSSLProtocol takes from asyncio's SSLProtocol (module docstring).
+_CONSTRUCTOR = ("loop", "app_protocol", "sslcontext", "waiter", "server_side")
+_METHODS = ("get_buffer", "buffer_updated", "connection_made")
+_INSTANCE = ("_ssl_buffer", "_ssl_buffer_view", "_app_transport")
+
+
+@functools.cache
+def shape_problem() -> str | None:
+    """Why `RecordSizedSSLProtocol` cannot run on this interpreter (asyncio's private
+    ``SSLProtocol`` is not the shape it was written for), or None when it can. Checked once per
+    process, on a throwaway instance."""
+    stock = sslproto.SSLProtocol
+    if not isinstance(getattr(stock, "max_size", None), int):
+        return "asyncio.sslproto.SSLProtocol has no integer max_size"
+    for method in _METHODS:
+        if not callable(getattr(stock, method, None)):
+            return f"asyncio.sslproto.SSLProtocol has no {method}()"
+    parameters = inspect.signature(stock.__init__).parameters
+    for name in (*_CONSTRUCTOR, "ssl_handshake_timeout"):
+        if name not in parameters:
+            return f"asyncio.sslproto.SSLProtocol() takes no {name}"
+    loop = asyncio.new_event_loop()
+    try:
+        probe = RecordSizedSSLProtocol(
+            loop,
+            asyncio.Protocol(),
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER),
+            loop.create_future(),
+            handshake_timeout=1.0,
+            read_buffer=memoryview(bytearray(RECORD_BUFFER)),
+        )
+        for attribute in _INSTANCE:
+            if not hasattr(probe, attribute):
+                return f"an asyncio.sslproto.SSLProtocol has no {attribute}"
+        if len(probe.get_buffer(1)) < 1:
+            return "asyncio.sslproto.SSLProtocol.get_buffer() gives no room"
+    except Exception as error:  # any other shape: say what broke, serve the stdlib's way
+        return f"asyncio.sslproto.SSLProtocol: {type(error).__name__}: {error}"
+    finally:
+        loop.close()
+    return None

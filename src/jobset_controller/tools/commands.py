@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from jobset_controller.runtime.interrupts import StopSignals
+from jobset_controller.runtime.output import AwaitedOutput
 from jobset_controller.tools.kubeconfig import KubeconfigError, Target, load
 
 if TYPE_CHECKING:
@@ -112,8 +114,14 @@ def run_plan(args: argparse.Namespace, gates: FeatureGates, out: TextIO | None =
     return 1 if failures else 0
 
 
-def run_status(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Resolve the target as kubectl would, then print (or keep refreshing) the tree."""
+def run_status(
+    args: argparse.Namespace, out: TextIO | None = None, *, stops: StopSignals | None = None
+) -> int:
+    """Resolve the target as kubectl would, then print (or keep refreshing) the tree.
+
+    SIGINT or SIGTERM ends it (`stops`, installed by the command line at its start): exit 0,
+    within the time it takes to close the connection, wherever the signal lands (connecting,
+    mid-request, between frames, or while a reader that stopped reading holds a frame)."""
     from jobset_controller.tools.documents import is_utf8, one_line
 
     out = out or sys.stdout
@@ -135,10 +143,8 @@ def run_status(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except KubeconfigError as error:
         print(one_line(f"error: {error}"), file=sys.stderr)
         return 2
-    try:
-        return asyncio.run(_status(target, args, out))
-    except KeyboardInterrupt:
-        return 0
+    stops = stops or StopSignals()
+    return stops.run(lambda: _status(target, args, out), interrupted=0)
 
 
 async def _status(target: Target, args: argparse.Namespace, out: TextIO) -> int:
@@ -147,6 +153,7 @@ async def _status(target: Target, args: argparse.Namespace, out: TextIO) -> int:
     from jobset_controller.tools.status_reader import read_states
     from jobset_controller.tools.status_tree import render
 
+    frames = AwaitedOutput(out)
     client = await KubeClient.connect(kubeconfig=target.kubeconfig, context=target.context)
     try:
         while True:
@@ -170,8 +177,10 @@ async def _status(target: Target, args: argparse.Namespace, out: TextIO) -> int:
             if not args.watch:
                 out.write(text)
                 return 0
-            out.write((CLEAR_SCREEN if out.isatty() else "") + text + "\n")
-            out.flush()
+            try:
+                await frames.write((CLEAR_SCREEN if out.isatty() else "") + text + "\n")
+            except BrokenPipeError:
+                return 0  # the reader has gone (`| head`): the watch has no one to show
             await asyncio.sleep(args.interval)
     finally:
         await client.close()

@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
+from jobset_controller.runtime.interrupts import StopSignals
 from jobset_controller.tools.kubeconfig import KubeconfigError, Target, load
 
 if TYPE_CHECKING:
@@ -61,7 +62,10 @@ def add_release_followers_parser(commands: Any) -> None:
     command.add_argument("--interval", type=float, default=2.0, help="with --wait: s between looks")
 
 
-def run_release_followers(args: argparse.Namespace, out: TextIO | None = None) -> int:
+def run_release_followers(
+    args: argparse.Namespace, out: TextIO | None = None, *, stops: StopSignals | None = None
+) -> int:
+    """Release the gated followers; SIGINT or SIGTERM (`stops`) ends it with 1 (not finished)."""
     out = out or sys.stdout
     if args.interval <= 0 or args.timeout < 0:
         print("jobset-controller: --interval must be positive, --timeout >= 0", file=sys.stderr)
@@ -72,10 +76,8 @@ def run_release_followers(args: argparse.Namespace, out: TextIO | None = None) -
         print(f"error: {error}", file=sys.stderr)
         return 2
     namespace = None if args.all_namespaces else target.namespace
-    try:
-        return asyncio.run(_release(target, namespace, args, out))
-    except KeyboardInterrupt:
-        return 1
+    stops = stops or StopSignals()
+    return stops.run(lambda: _release(target, namespace, args, out), interrupted=1)
 
 
 async def _release(

@@ -77,6 +77,9 @@ class CertificateAuthority:
                 ),
                 critical=True,
             )
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False
+            )
             .sign(self._key, hashes.SHA256())
         )
         self.pair = CertPair(
@@ -118,6 +121,13 @@ class CertificateAuthority:
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            # The identifiers Python 3.13's default verification (VERIFY_X509_STRICT) requires
+            # of a chain, as every real cluster's certificates carry them.
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
+                critical=False,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
         )
         alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
         alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
+import ipaddress
 import json
 import os
 import ssl
@@ -13,6 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from jobset_controller.runtime import kubeconfig
 from jobset_controller.runtime.certs import Action, CertPolicy, Identity, renew
@@ -271,3 +277,74 @@ async def test_an_exec_plugin_kubeconfig_works_through_the_official_loader(tmp_p
     access = await load(str(write(tmp_path / "config", user=exec_user)))
     assert access.server == "https://main.test:6443"
     assert await access.credentials.authorization() == "Bearer from-plugin"
+
+
+def bare_chain() -> tuple[bytes, bytes, bytes]:
+    """A CA and a server certificate for 127.0.0.1 with no key identifiers at all (PEM: CA,
+    certificate, key): what hand-made and older installers' CAs look like. Go's crypto/x509
+    accepts them; Python 3.13's VERIFY_X509_STRICT does not."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def build(subject: str, issuer: str, key: Any, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            address = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+            builder = builder.add_extension(x509.SubjectAlternativeName([address]), False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = build("bare-ca", "bare-ca", ca_key, ca_key, ca=True)
+    cert = build("apiserver", "bare-ca", key, ca_key, ca=False)
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+
+
+async def test_an_api_server_whose_chain_has_no_key_identifiers_is_trusted_as_client_go_does(
+    tmp_path: Path,
+) -> None:
+    """A real TLS handshake with the context a kubeconfig gives, on every Python the suite runs
+    on (3.13's default context alone refuses this chain: VERIFY_X509_STRICT)."""
+    ca, cert, key = bare_chain()
+    (tmp_path / "tls.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"ok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    access = await load(
+        str(
+            write(
+                tmp_path / "config",
+                user={"token": "t"},
+                cluster={
+                    "server": f"https://127.0.0.1:{port}",
+                    "certificate-authority-data": b64(ca),
+                },
+            )
+        )
+    )
+    assert not access.ssl_context.verify_flags & ssl.VERIFY_X509_STRICT
+    async with server:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=access.ssl_context, server_hostname="127.0.0.1"
+        )
+        assert await reader.read() == b"ok"
+        writer.close()

@@ -1,8 +1,10 @@
 """TLS connections sized by what the client sent (runtime/tlsconn.py), over real sockets.
 
-The first tests pin what tlsconn takes from asyncio's ``sslproto`` on the interpreter the project
-runs on (3.11): it subclasses ``SSLProtocol`` and sets its ``max_size``, its read buffer and the
-buffer limits, so a Python whose ``SSLProtocol`` changed shape fails here, not in production.
+The first tests pin what tlsconn takes from asyncio's ``sslproto`` on the interpreter they run
+on (the suite runs on 3.11, 3.12 and 3.13: hack/test-pythons.sh): it subclasses ``SSLProtocol``
+and sets its ``max_size``, its read buffer and the buffer limits, so a Python whose
+``SSLProtocol`` changed shape fails here, not in production. The last ones pin the way out when
+it has: the standard library's TLS path, with one warning.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from asyncio import sslproto
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 from tests.unit.runtime.conftest import serving, until
 
+from jobset_controller.runtime import http1server, tlsconn
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.http1server import HttpServer, Reply, Request
 from jobset_controller.runtime.memtrim import TrimAfterCloses
@@ -255,3 +259,40 @@ async def test_slow_tls_clients_are_bare_sockets_and_a_burst_of_them_closing_is_
         async with asyncio.timeout(10):
             await trimmed.wait()
         assert len(trims) == 1  # 60 closes, one burst
+
+
+# ---- the shape of asyncio's SSLProtocol, and the stdlib path when it is not the one we know
+def test_this_interpreters_ssl_protocol_has_the_shape_record_sized_connections_need() -> None:
+    assert tlsconn.shape_problem() is None
+
+
+def test_an_ssl_protocol_of_another_shape_is_named_with_what_it_lacks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(sslproto.SSLProtocol, "max_size")
+    assert tlsconn.shape_problem.__wrapped__() == (
+        "asyncio.sslproto.SSLProtocol has no integer max_size"
+    )
+
+
+async def test_on_another_shape_tls_is_served_the_stdlib_way_with_one_warning(
+    context: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http1server, "shape_problem", lambda: "a shape of another Python")
+    monkeypatch.setattr(http1server, "_warned_stdlib_tls", False)
+    with capture_logs() as logs:
+        async with tls_server(context) as first, tls_server(context) as second:
+            for http in (first, second):
+                assert http.port is not None
+                assert http._hellos is None
+                body = b"y" * 100_000
+                assert await post(http.port, body) == b"got " + body
+    warnings = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert warnings == [
+        {
+            "event": "TLS connections use the standard library's buffers "
+            "(more memory per connection)",
+            "reason": "a shape of another Python",
+            "log_level": "warning",
+        }
+    ]

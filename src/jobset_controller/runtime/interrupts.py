@@ -1,0 +1,103 @@
+"""Stop signals (SIGINT, SIGTERM) that always reach a command, from its first line to its exit.
+
+Why not asyncio.run's own Ctrl-C handling: asyncio installs it only when SIGINT has Python's
+default handler, and Python installs that only when SIGINT was not ignored at exec. A process
+started with SIGINT ignored (every background job of a non-interactive shell, e.g. `make test &`,
+and every process such a job starts) therefore never reacted to it: `status --watch` sent SIGINT
+kept refreshing for ever. Go's `signal.Notify`, which kubectl and upstream's manager use, takes
+the signal whatever its inherited disposition; `StopSignals` does the same.
+
+Why it is installed before the event loop runs: a signal that lands while the command starts
+(imports, reading a kubeconfig, connecting) is recorded and acted on as soon as the loop exists,
+instead of a KeyboardInterrupt traceback or a death half-way through start. What is left is the
+interpreter's own start, before any of our code runs: a signal there ends the process as it
+ends any program (by the signal).
+
+Guarantees:
+- `install()` (main thread) takes SIGINT and SIGTERM at once, ignored at exec or not; the first
+  one received is kept in `received`.
+- `attach(on_stop)` (inside the running loop) hands every later signal to `on_stop(signum)` from
+  the loop, and calls it once, soon, for a signal received before it.
+- `run(main, interrupted=code)` runs a tool's coroutine: a stop signal cancels it and the
+  command returns `code`; any other outcome is main's own.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Coroutine
+from types import FrameType
+from typing import Any, Final
+
+# asyncio is imported where it is used: the installed commands take the signals before they
+# import anything heavy (jobset_controller.console), and this module is the first they import.
+
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    """SIGINT and SIGTERM for one command (module docstring)."""
+
+    def __init__(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
+        self.signals = signals
+        self.received: int | None = None
+        self._on_stop: Callable[[int], None] | None = None
+        self._installed = False
+
+    def install(self) -> StopSignals:
+        """Take the signals now (main thread, before any loop): each is recorded until
+        `attach` gives it somewhere to go."""
+        for signum in self.signals:
+            signal.signal(signum, self._record)
+        self._installed = True
+        return self
+
+    def attach(self, on_stop: Callable[[int], None]) -> None:
+        """From the running loop on, hand each signal to `on_stop`; one received earlier is
+        handed over at the loop's next turn."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        self._on_stop = on_stop
+        for signum in self.signals:
+            loop.add_signal_handler(signum, self._deliver, signum)
+        if self.received is not None:
+            loop.call_soon(on_stop, self.received)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        if self.received is None:
+            self.received = signum
+
+    def _deliver(self, signum: int) -> None:
+        self._record(signum, None)
+        if self._on_stop is not None:
+            self._on_stop(signum)
+
+    def run(self, main: Callable[[], Coroutine[Any, Any, int]], *, interrupted: int) -> int:
+        """Run `main()` in a new event loop; a stop signal (before or during it) cancels it and
+        the result is `interrupted`."""
+        import asyncio
+
+        async def guarded() -> int:
+            task = asyncio.current_task()
+            assert task is not None
+
+            def cancel(_signum: int) -> None:
+                task.cancel()
+
+            self.attach(cancel)
+            try:
+                return await main()
+            except asyncio.CancelledError:
+                if self.received is None:
+                    raise
+                return interrupted
+
+        try:
+            return asyncio.run(guarded())
+        finally:
+            # The closed loop put the default actions back; a signal while the process exits
+            # is recorded, not a KeyboardInterrupt traceback from the interpreter's shutdown.
+            if self._installed:
+                self.install()
