@@ -122,18 +122,70 @@ class ManagedProcess:
 # webhook port, then a controller picking its health port) could get the same one; seen once in
 # CI: the health server took the webhook's port and the API server got plain HTTP back.
 _HANDED_OUT: set[int] = set()
+# Below this, ports are the workers' own (see _worker_ports); the kernel's ephemeral range starts
+# at or above it on every Linux default (32768), so no port the kernel picks for a bind(0) or an
+# outgoing connection can be one a worker handed out.
+_WORKER_PORTS_FROM = 10000
+_next_in_slice = 0
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _worker_ports() -> range | None:
+    """This pytest-xdist worker's own slice of ports, or None outside a parallel run.
+
+    Why: the suite's workers are separate processes, each with its own `_HANDED_OUT`; two of
+    them probing bind(0) can be given the same port before either binds it (one process's
+    memory cannot rule that out). Disjoint slices below the kernel's ephemeral range can."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not worker.startswith("gw") or count < 1:
+        return None
+    index = int(worker[2:])
+    size = (_ephemeral_low() - _WORKER_PORTS_FROM) // count
+    if size < 100:  # a machine whose ephemeral range starts low: the kernel's ports it is
+        return None
+    start = _WORKER_PORTS_FROM + index * size
+    return range(start, start + size)
+
+
+def _probe(port: int) -> int | None:
+    """`port` if a listener could bind it on 127.0.0.1 right now (0: any), else None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return None
+        bound: int = sock.getsockname()[1]
+        return bound
 
 
 def free_port() -> int:
     """A loopback port free right now and never handed out before by this process (another
-    process could still take it before we bind)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
+    process could still take it before we bind). In a parallel run (pytest-xdist), a port of
+    this worker's own slice, so no other worker hands it out too."""
+    global _next_in_slice
+    ports = _worker_ports()
+    if ports is None:
+        while True:
+            port = _probe(0)
+            if port is not None and port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    for _ in range(2 * len(ports)):  # round the slice: a port handed out early may be free again
+        candidate = ports[_next_in_slice % len(ports)]
+        _next_in_slice += 1
+        if candidate in _HANDED_OUT and _next_in_slice <= len(ports):
+            continue
+        if _probe(candidate) is not None:
+            _HANDED_OUT.add(candidate)
+            return candidate
+    raise RuntimeError(f"no free port in this worker's slice {ports.start}-{ports.stop - 1}")
 
 
 def health_status(port: int, path: str) -> int:
