@@ -10,9 +10,9 @@ its own namespaces on one control plane:
             tight raw client, 50 in flight, just before and just after (the API server's own
             create rate is the ceiling), timed by the same kind of watch (`big_ratio`) and,
             bare, until every POST is answered with no watch open (`big_ratio_bare`, the only
-            ratio until round 5 of the README: it charges the instrument, one more watch for
-            the API server to serve and a process to parse its ~1000 events, to the
-            controller's side alone); controller CPU until it is quiet again; the API
+            ratio until round 5 of docs/benchmarks.md's history: it charges the instrument,
+            one more watch for the API server to serve and a process to parse its ~1000
+            events, to the controller's side alone); controller CPU until it is quiet again; the API
             server's and etcd's CPU in each window; the seconds the controller's client-side
             rate limit alone needs for the creates (`--controller-args` can lift it);
 - 500x4:    500 JobSets of 4 Jobs created at once (2000 Job creates); CPU until quiet;
@@ -24,7 +24,7 @@ its own namespaces on one control plane:
 
 A scenario's CPU window opens after the bench has read the controller's /metrics (its request
 counters), so the bench's own scrapes are not counted as the controller's work (until round 4 of
-the README they were: two scrapes, ~5-10 ms each, in every scenario).
+docs/benchmarks.md's history they were: two scrapes, ~5-10 ms each, in every scenario).
 
 Each `--src label=path` is measured in turn (`git worktree add /tmp/before <commit>` gives an
 earlier commit's `src`); `--rounds` repeats the sequence so the order does not favour one tree.
@@ -34,7 +34,8 @@ cached); `--dev-venv` runs it in the development venv instead.
 
 `--upstream` adds upstream's controller v0.12.0 (hack/upstream-jobset.sh) as the first subject,
 labelled `upstream`, run from outside the same way (upstreamlib.py says what differs): the
-side-by-side table of the README, with `last/first` = ours / upstream.
+side-by-side table of docs/benchmarks.md (and the README's short one), with `last/first` =
+ours / upstream.
 
 Run: .venv/bin/python hack/bench/cpu_bench.py --src before=/tmp/before/src --src after=src
      [--rounds 1] [--idle 60] [--starts 3] [--scenarios start big many complete idle]

@@ -8,7 +8,7 @@ JSON in and JSON out, and most of what a general client does per request (URL ob
 jars, header multidicts, redirects, tracing hooks, compression negotiation, a task per read)
 is cost without use. Measured on the local control plane, 1000 Job creates 50 in flight:
 aiohttp's client spends 0.22-0.25 s of CPU, this pool 0.11-0.12 s, TLS included
-(hack/bench/cpu_bench.py's raw-client figures, and README "Performance at scale").
+(hack/bench/cpu_bench.py's raw-client figures; docs/benchmarks.md, "History", round 3).
 
 What it guarantees:
 - At most `limit` requests in flight (100 by default, as client-go's and aiohttp's pools); more
