@@ -387,6 +387,12 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(parts)[:600] or "(no status change)"
 
 
+def _fmt(value: float) -> str:
+    """A count exactly (1480 writes, not 1.48e+03: a difference of one write can be the finding),
+    anything else to three significant digits."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+
+
 FIGURES = (
     ("start_s", "start to /readyz, best (s)"),
     ("start_median_s", "start to /readyz, median (s)"),
@@ -442,7 +448,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     r = await run_tree(plane, raw, label, src, round_, args, Path(tmp))
                     results[label].append(r)
                     print(f"[{label} round {round_}] " + ", ".join(
-                        f"{k}={v:.3g}" for k, v in r.items()
+                        f"{k}={_fmt(v)}" for k, v in r.items()
                     ), flush=True)  # fmt: skip
         finally:
             await raw.close()
@@ -454,7 +460,7 @@ async def main_async(args: argparse.Namespace) -> None:
         values = [[r[key] for r in results[label] if key in r] for label in labels]
         if not all(values):
             continue
-        cells = [" / ".join(f"{v:.3g}" for v in vs) for vs in values]
+        cells = [" / ".join(_fmt(v) for v in vs) for vs in values]
         row = f"| {title.format(big=args.big, many=args.many)} | " + " | ".join(cells)
         if len(labels) > 1:
             first, last = statistics.median(values[0]), statistics.median(values[-1])
