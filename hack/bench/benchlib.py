@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from jobset_controller.runtime.http1 import ConnectionPool, Endpoint
+from jobset_controller.runtime.http1client import ConnectionPool, Endpoint
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.processes import free_port, parent_death_signal
 
@@ -52,7 +52,7 @@ class RawClient:
     """The tightest client we can write in Python, the ceiling the controller's creates are
     compared with (what the API server itself sustains): bodies encoded once up front, N
     coroutines pulling from one iterator, each POST sent through the same HTTP/1.1 pool the
-    controller uses (runtime/http1.py, half aiohttp's CPU per request) with nothing around it:
+    controller uses (runtime/http1client.py, half aiohttp's CPU per request) with nothing around it:
     no token bucket, no metrics, no retries, answers not parsed. Single requests (namespaces,
     deletes, watches) go through an aiohttp session: a client that is not ours."""
 

@@ -10,9 +10,9 @@ its own namespaces on one control plane:
             tight raw client, 50 in flight, just before and just after (the API server's own
             create rate is the ceiling), timed by the same kind of watch (`big_ratio`) and,
             bare, until every POST is answered with no watch open (`big_ratio_bare`, the only
-            ratio until round 5 of the README: it charges the instrument, one more watch for
-            the API server to serve and a process to parse its ~1000 events, to the
-            controller's side alone); controller CPU until it is quiet again; the API
+            ratio until round 5 of docs/benchmarks.md's history: it charges the instrument,
+            one more watch for the API server to serve and a process to parse its ~1000
+            events, to the controller's side alone); controller CPU until it is quiet again; the API
             server's and etcd's CPU in each window; the seconds the controller's client-side
             rate limit alone needs for the creates (`--controller-args` can lift it);
 - 500x4:    500 JobSets of 4 Jobs created at once (2000 Job creates); CPU until quiet;
@@ -24,7 +24,7 @@ its own namespaces on one control plane:
 
 A scenario's CPU window opens after the bench has read the controller's /metrics (its request
 counters), so the bench's own scrapes are not counted as the controller's work (until round 4 of
-the README they were: two scrapes, ~5-10 ms each, in every scenario).
+docs/benchmarks.md's history they were: two scrapes, ~5-10 ms each, in every scenario).
 
 Each `--src label=path` is measured in turn (`git worktree add /tmp/before <commit>` gives an
 earlier commit's `src`); `--rounds` repeats the sequence so the order does not favour one tree.
@@ -34,7 +34,8 @@ cached); `--dev-venv` runs it in the development venv instead.
 
 `--upstream` adds upstream's controller v0.12.0 (hack/upstream-jobset.sh) as the first subject,
 labelled `upstream`, run from outside the same way (upstreamlib.py says what differs): the
-side-by-side table of the README, with `last/first` = ours / upstream.
+side-by-side table of docs/benchmarks.md (and the README's short one), with `last/first` =
+ours / upstream.
 
 Run: .venv/bin/python hack/bench/cpu_bench.py --src before=/tmp/before/src --src after=src
      [--rounds 1] [--idle 60] [--starts 3] [--scenarios start big many complete idle]
@@ -260,6 +261,11 @@ async def run_tree(
             out["big_ratio_bare"] = out["big_s"] / out["big_raw_s"]
             out["big_limit_floor_s"] = rate_limit_floor(args.big, flags)
             out["big_writes"] = writes(req0, req1)
+            # What the writes are: upstream has no create expectations, so a pass that reads a
+            # Job cache behind its own creates POSTs those Jobs again and gets 409s back.
+            out["big_creates"] = req1.get("POST", 0) - req0.get("POST", 0)
+            out["big_conflicts"] = req1.get("code:409", 0) - req0.get("code:409", 0)
+            out["big_status_writes"] = req1.get("PUT", 0) - req0.get("PUT", 0)
             out["big_passes"] = await controller.passes() - passes0
 
         if "many" in scenarios:
@@ -381,6 +387,12 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(parts)[:600] or "(no status change)"
 
 
+def _fmt(value: float) -> str:
+    """A count exactly (1480 writes, not 1.48e+03: a difference of one write can be the finding),
+    anything else to three significant digits."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+
+
 FIGURES = (
     ("start_s", "start to /readyz, best (s)"),
     ("start_median_s", "start to /readyz, median (s)"),
@@ -399,6 +411,9 @@ FIGURES = (
     ("big_raw_plane_cpu_s", "1x{big}: API server + etcd CPU, raw client, no watch (s)"),
     ("big_cpu_s", "1x{big}: controller CPU (s)"),
     ("big_writes", "1x{big}: writes"),
+    ("big_creates", "1x{big}: POSTs (Job, Service and Event creates)"),
+    ("big_conflicts", "1x{big}: 409 answers (a create of what exists, a stale status write)"),
+    ("big_status_writes", "1x{big}: PUTs (status writes)"),
     ("big_passes", "1x{big}: reconcile passes"),
     ("many_s", "{many}x4: all Jobs exist (s)"),
     ("many_cpu_s", "{many}x4: controller CPU (s)"),
@@ -433,7 +448,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     r = await run_tree(plane, raw, label, src, round_, args, Path(tmp))
                     results[label].append(r)
                     print(f"[{label} round {round_}] " + ", ".join(
-                        f"{k}={v:.3g}" for k, v in r.items()
+                        f"{k}={_fmt(v)}" for k, v in r.items()
                     ), flush=True)  # fmt: skip
         finally:
             await raw.close()
@@ -445,7 +460,7 @@ async def main_async(args: argparse.Namespace) -> None:
         values = [[r[key] for r in results[label] if key in r] for label in labels]
         if not all(values):
             continue
-        cells = [" / ".join(f"{v:.3g}" for v in vs) for vs in values]
+        cells = [" / ".join(_fmt(v) for v in vs) for vs in values]
         row = f"| {title.format(big=args.big, many=args.many)} | " + " | ".join(cells)
         if len(labels) > 1:
             first, last = statistics.median(values[0]), statistics.median(values[-1])

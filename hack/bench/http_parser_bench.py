@@ -7,7 +7,7 @@ probe (``GET /healthz``), a Prometheus scrape with a bearer token, and the API s
 AdmissionReview POST (head plus a 4 KiB body), and the same POST delivered in 512-byte pieces.
 Printed: microseconds per request, best of ``--repeat`` runs of ``--count`` requests.
 
-A second table is for the client side (issue 24: ``runtime/http1.py`` parses answers with the
+A second table is for the client side (issue 24: ``runtime/http1client.py`` parses answers with the
 same library only if that costs no more CPU): our client's own answer parser (``_Connection``,
 fed as the loop would feed it) against httptools' response parser on an API server's answer to a
 create (a 1 KiB Job), in one read and in four.
@@ -26,7 +26,7 @@ from collections.abc import Callable
 import h11
 import httptools
 
-from jobset_controller.runtime.http1 import _Connection
+from jobset_controller.runtime.http1client import _Connection
 
 BODY = b'{"kind":"AdmissionReview","request":{"uid":"' + b"x" * 4000 + b'"}}'
 REQUESTS = {

@@ -183,9 +183,9 @@ class ExclusivePlacement:
     """Ours (upstream has no such key): what the pod webhooks do with a follower created before
     its leader is bound. `Gate` admits it behind a scheduling gate that the pod controller lifts
     once the leader is bound; `Reject` refuses the create as upstream does (the Job controller
-    retries with backoff). Reject is the default: the placement benchmark (README) measured it
-    faster on the local cluster (the Job controller creates index 0 first, so few followers are
-    refused); Gate trades that speed for zero refused creates."""
+    retries with backoff). Reject is the default: the placement benchmark (docs/benchmarks.md)
+    measured it faster on the local cluster (the Job controller creates index 0 first, so few
+    followers are refused); Gate trades that speed for zero refused creates."""
 
     followers: str = _key("followers", _one_of("Gate", "Reject"), "Reject")
 
@@ -197,8 +197,8 @@ class DeferredChildren:
     everything Kueue reads look as if its suspended Jobs existed). Off by default, so the default
     stays upstream's behaviour (every suspended JobSet has its suspended Jobs). Turn it on where
     many JobSets wait in a queue (Kueue): each one otherwise keeps a Job per replica and a
-    Service in etcd and in every Job informer of the cluster before it ever runs (README,
-    "Deferred children"). docs/behaviour.md#deferred-children."""
+    Service in etcd and in every Job informer of the cluster before it ever runs
+    (docs/benchmarks.md, "Deferred children"). docs/behaviour.md#deferred-children."""
 
     enable: bool = _key("enable", _bool, False)
 

@@ -10,7 +10,11 @@ Contract:
   It expects the object as admission sees it (callers default first, see ``defaults``), but reads
   an absent field as its default, so a non-defaulted object never crashes it and gives the same
   answer as after defaulting.
-* ``validate_update`` runs the UPDATE checks only; create-time checks are not repeated.
+* ``validate_update`` runs the UPDATE checks (the CRD's update rules, immutability with its
+  carve-outs, managedBy); create-time checks are not repeated, with one exception: when the old
+  or the new object has ``spec.scheduling``, ``check_scheduling`` runs again on the new one (as
+  well as ``check_scheduling_update``), because ``spec.scheduling`` may change while suspended
+  and the changed groups must still be ones a gang can form, as on create.
 * Both start with the CRD's CEL rules (``crd_rules``): the API server enforces those before the
   webhook, so the webhook itself may skip them.
 * Message texts are upstream's exactly. Upstream reports some failures as plain errors without a

@@ -1,10 +1,21 @@
 """The pure core of the JobSet controller: ``reconcile(snapshot) -> Plan``.
 
+Where ``reconcile`` comes from: ``steps.py`` (the pass, step by step). This package imports it
+on first use (the PEP 562 ``__getattr__`` below; type checkers and import-linter see the edge
+through the ``TYPE_CHECKING`` import and the function-level import), not when it is imported,
+and that is deliberate: ``steps`` loads the API models and pydantic (0.11-0.14 s more to import
+this package, ``python -X importtime``, bytecode compiled, 2026-11-27), while the controller's
+path from process start to /readyz needs only the Plan's and the Snapshot's types from here
+(tests/unit/manager/test_start_imports.py fails if that path loads ``steps``). There is no
+import cycle to avoid; a plain import would only put that cost before the first probe.
+
 Bring your own I/O. The caller takes a ``Snapshot`` from its caches (the JobSet, its child Jobs,
 the headless Service if any, the names of the existing PVCs, the time, the feature gates,
-whether the pod webhooks are active), calls
-``reconcile``, and executes the returned ``Plan``: the child writes in ``plan.WRITE_ORDER``, then
-the one status write, after which the status-gated events are emitted.
+whether the pod webhooks are active, whether deferred children are on; with the InPlaceRestart
+gate the JobSet's pods; with gang scheduling whether the Workload API is served, the JobSet's
+Workload and its PodGroups), calls ``reconcile``, and executes the returned ``Plan``: the child
+writes in ``plan.WRITE_ORDER``, then the one status write, after which the status-gated events
+are emitted.
 
 Rules
 -----
@@ -26,17 +37,35 @@ Rules
 Theory of operation
 -------------------
 
-A pass follows the order written out in ``steps``: skip when being deleted
-or managed by another controller; default the JobSet in memory; sort the child Jobs into previous
-/ active / succeeded / failed (``classify``); count them (``counts``); then a finished JobSet only
-deletes its active Jobs and applies its TTL (``ttl``); a JobSet that must not run fails
-(``rejection``); a running one deletes its previous Jobs, marks JobsReady, lets the failure
-policy (``failure_policy``) win over the success policy (``success_policy``), then ensures the
-Service (``service``), PVCs (``volumes``), elastic sizes (``elastic``), missing Jobs
-(``job_creation`` with ``depends_on`` and ``startup_order``) and suspension (``suspend``). Each
-step takes the frozen view of the snapshot (``view``) and the status draft (``draft``) and returns
-values; conditions are written by the table in ``conditions``. The status is rendered and
-compared last (``status``).
+A pass follows the order written out in ``steps`` (its docstring numbers the steps; the
+behaviour is docs/behaviour.md#reconcile-order):
+
+1. Skip a JobSet being deleted or managed by another controller (empty Plan).
+2. Default the JobSet in memory and sort the child Jobs into previous / active / succeeded /
+   failed (``classify``); an unreadable child stops the pass with a Warning event only. Count
+   the current attempt's Jobs into the status draft (``counts``, ``draft``).
+3. A finished JobSet only deletes its active Jobs and applies its TTL (``ttl``); a JobSet that
+   must not run fails (``rejection``).
+4. A running one deletes its previous attempt's Jobs, starts counting execution attempts
+   (``execution_attempts``, gate ExecutionAttemptsTracking), marks JobsReady, then lets the
+   failure policy (``failure_policy``) win over the success policy (``success_policy``).
+5. Otherwise it ensures, in one Plan: the headless Service (``service``), PVCs (``volumes``),
+   elastic sizes (``elastic``), the missing Jobs (``job_creation`` with ``depends_on`` and
+   ``startup_order``; a resume counts its execution attempt) and suspension or resume
+   (``suspend``, which with MutablePodResourcesForSuspendedJobSets also carries changed container
+   resources into the Jobs). Around it:
+   - deferred children (``deferred``): a suspended JobSet that never ran gets only its claims
+     and the status its suspended Jobs would give, no Jobs and no Service;
+   - gang scheduling (``scheduling``): the Workload and PodGroups, Jobs linked to their group;
+     while an old PodGroup is Terminating no Job is created or resumed (``resume_hold``), and a
+     resume deletes suspended Jobs linked to a group the spec no longer gives them;
+   - in-place restart (``in_place_restart``, gate InPlaceRestart): the barrier's status fields
+     from the snapshot's pods, or Failed with ReachedMaxRestarts.
+6. The status is rendered and compared last (``status``): written only when it changed, with
+   its events.
+
+Each step takes the frozen view of the snapshot (``view``) and the status draft (``draft``) and
+returns values; conditions are written by the table in ``conditions``.
 
 Our additions, where upstream has a reconcile error or no behaviour
 -------------------------------------------------------------------
@@ -65,15 +94,14 @@ Our additions, where upstream has a reconcile error or no behaviour
   attempt's Jobs are still deleted (upstream: error, retry).
 * Jobs that are being deleted are neither deleted again nor patched.
 * Creates and deletes are bounded per pass (1000 each); the rest follow in the next pass.
+* Deferred children (the Configuration's ``deferredChildren.enable``, off by default) is ours
+  alone; the Workload API's unavailability is an event (``WorkloadAPIUnavailable``), not a retry.
 
 Exclusive placement by leader and followers, as upstream's pod webhooks do it, is handled: when
 the pod webhooks are known to be active (``Snapshot.pod_webhooks``) a new Job is labelled for
 them and gets no affinity (``placement``, ``desired_jobs``); the webhooks (webhook/pods.py) and
 the pod controller (controller/pods.py, deciding with ``pod_placement``) place its pods. When they
 are not known to be active, the Job carries the affinity terms in its template instead.
-
-Deliberately not handled: KEP-1150 mutable resources and KEP-1282
-execution attempts (not implemented upstream either).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -90,6 +118,7 @@ from jobset_controller.reconcile.plan import (
 from jobset_controller.reconcile.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    # Imported on first use at run time (``__getattr__`` below): the module docstring says why.
     from jobset_controller.reconcile.steps import reconcile
 
 # What the controller glue uses: the function, its input, its output and the output's parts.
@@ -112,7 +141,7 @@ if not TYPE_CHECKING:  # type checkers see the imports above instead, so a typo 
     def __getattr__(name: str) -> Any:
         """PEP 562: `reconcile` (and with it the API models) is imported on first use, so the
         controller's path from process start to /readyz, which needs the Plan's types, does not
-        load it (jobset_controller/api/__init__.py says why)."""
+        load it (the module docstring says why; jobset_controller/api/__init__.py likewise)."""
         if name != "reconcile":
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from jobset_controller.reconcile.steps import reconcile

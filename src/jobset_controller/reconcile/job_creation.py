@@ -39,7 +39,7 @@ from jobset_controller.reconcile.view import JobSetView
 # big JobSet needs few passes: each pass re-reads every cached child of its JobSet, so passes,
 # not manifests, were the cost. 500 (the Job controller's bound on pod creates per sync) made a
 # 1000-Job JobSet take 4-9 passes and ~0.47 s of CPU; 1000 takes 2-3 passes and ~0.39 s
-# (hack/bench/cpu_bench.py, README round 5).
+# (hack/bench/cpu_bench.py; docs/benchmarks.md, "History", round 5).
 MAX_JOB_CREATES_PER_PASS: Final = 1000
 
 

@@ -3,9 +3,9 @@
 Why not the generated API classes: they deserialise into model objects 20-40x slower than a raw
 JSON parse, hold three times the memory, drop unknown fields, and send a dict given to a typed
 patch method as a strategic-merge patch, which CRDs reject. So this wrapper speaks raw JSON over
-our own HTTP/1.1 connection pool (runtime/http1.py: half the CPU per request of aiohttp's client,
-measured); where the server is and which credentials to send come from runtime/kubeconfig.py
-(which hands exec and auth-provider kubeconfigs to the official loader).
+our own HTTP/1.1 connection pool (runtime/http1client.py: half the CPU per request of
+aiohttp's client, measured); where the server is and which credentials to send come from
+runtime/kubeconfig.py (which hands exec and auth-provider kubeconfigs to the official loader).
 
 What it adds, like client-go's rest client:
 - a client-side token bucket (QPS/burst as the caller says, read as client-go reads them:
@@ -45,7 +45,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
-from jobset_controller.runtime.http1 import (
+from jobset_controller.runtime.http1client import (
     ConnectionPool,
     Endpoint,
     Response,
@@ -164,7 +164,8 @@ class RestClientMetrics:
 
 
 class Transport(Protocol):
-    """What KubeClient sends requests through (runtime/http1.ConnectionPool; a script in tests)."""
+    """What KubeClient sends requests through (runtime/http1client.ConnectionPool; a script in
+    tests)."""
 
     async def request(
         self,

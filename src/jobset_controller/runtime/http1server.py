@@ -1,4 +1,7 @@
-"""A small HTTP/1.1 server on asyncio protocols: the webhook, metrics and health endpoints.
+"""The generic HTTP/1.1 server on asyncio protocols, under the webhook, metrics and health
+endpoints. (Its siblings: runtime/httpserver.py builds the metrics and health servers on it, and
+webhook/server.py the admission server; runtime/http1client.py is the API client's connection
+pool, the other direction.) It knows routes, requests and replies, nothing of what they serve.
 
 Why our own and not aiohttp's server: those endpoints need exact-path routing, a request body,
 one header and a status with a body back. aiohttp brought them at ~170 ms of imports before
@@ -68,7 +71,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from jobset_controller.runtime.http1 import check_header_value, content_length
+from jobset_controller.runtime.http1client import check_header_value, content_length
 from jobset_controller.runtime.memtrim import TrimAfterCloses
 from jobset_controller.runtime.tlsconn import RECORD_BUFFER, ClientHellos, shape_problem
 

@@ -1,5 +1,6 @@
-"""The metrics endpoint and the health probes, as small HTTP servers on the event loop
-(runtime/http1server.py).
+"""The metrics and health servers: `/metrics` and the probes, each a small HTTP server on the
+event loop built on the generic HTTP/1.1 server (runtime/http1server.py). The admission
+webhook's server is webhook/server.py; the API client's connections are runtime/http1client.py.
 
 - `MetricsServer` serves `/metrics` in the Prometheus text format from the `CollectorRegistry`
   it is given (never the global one).

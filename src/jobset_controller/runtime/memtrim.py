@@ -11,7 +11,10 @@ changes nothing that is in use. hack/bench/scale_bench.py measures the effect.
 The same holds after a burst of closed connections (`TrimAfterCloses`, used by the servers in
 runtime/http1server.py): each held buffers that are free heap once it is gone.
 
-Only on glibc (the image's Debian base); elsewhere `malloc_trim` answers False and nothing runs.
+Only glibc (the image's Debian base) has `malloc_trim`; elsewhere `malloc_trim()` answers False
+and frees nothing, but the rest still runs: `trim_once_quiet` still waits for the quiet and logs
+its line (`trimmed=False`), and `TrimAfterCloses` still runs its full garbage collection (which
+frees closed connections' reference cycles on any C library) and logs its line.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ handshake starts, before the client has sent a byte. Measured with hack/bench/co
 client that sends a TLS record header and then a byte every 2 s (issue 24's slow client) cost
 ~260 KiB of RSS per connection, and an idle TLS connection ~280 KiB, against ~12 and ~30 KiB
 for Go's crypto/tls, which grows its buffers with what arrives. Two pieces bring ours to ~1 and
-~22 KiB (README, Benchmarks):
+~22 KiB (docs/benchmarks.md, "Connections: memory per client"):
 
 - `ClientHellos`, where a TLS connection waits until its first record (the ClientHello) is
   whole: as a bare socket registered for reading, with what it sent kept in a buffer that grows

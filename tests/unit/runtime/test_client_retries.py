@@ -18,7 +18,7 @@ from jobset_controller.runtime.client import (
     ServerError,
 )
 from jobset_controller.runtime.clock import FakeClock, RandomSource
-from jobset_controller.runtime.http1 import Response, TransportError
+from jobset_controller.runtime.http1client import Response, TransportError
 from jobset_controller.runtime.kubeconfig import NoCredentials
 from jobset_controller.runtime.ratelimit import TokenBucket
 

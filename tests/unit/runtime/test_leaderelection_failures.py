@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobset_controller.runtime.clock import FakeClock
-from jobset_controller.runtime.http1 import TransportError
+from jobset_controller.runtime.http1client import TransportError
 from jobset_controller.runtime.leaderelection import (
     JITTER_FACTOR,
     LeaderElectionConfig,

@@ -1,11 +1,14 @@
-"""HTTP/1.1 to the API server: a keep-alive connection pool on asyncio protocols.
+"""The API client's HTTP/1.1 connection pool: keep-alive connections to the API server on
+asyncio protocols. (Its siblings: runtime/http1server.py is the generic HTTP/1.1 server under the
+webhook, metrics and health endpoints; runtime/httpserver.py is the metrics and health servers
+built on it.) runtime/client.py's KubeClient sends every request through this pool.
 
 Why our own and not aiohttp's client: a controller sends one kind of request to one server,
 JSON in and JSON out, and most of what a general client does per request (URL objects, cookie
 jars, header multidicts, redirects, tracing hooks, compression negotiation, a task per read)
 is cost without use. Measured on the local control plane, 1000 Job creates 50 in flight:
 aiohttp's client spends 0.22-0.25 s of CPU, this pool 0.11-0.12 s, TLS included
-(hack/bench/cpu_bench.py's raw-client figures, and README "Performance at scale").
+(hack/bench/cpu_bench.py's raw-client figures; docs/benchmarks.md, "History", round 3).
 
 What it guarantees:
 - At most `limit` requests in flight (100 by default, as client-go's and aiohttp's pools); more
@@ -18,12 +21,14 @@ What it guarantees:
   Why not our own parser any more: llhttp is maintained with Node.js, and measured it costs no
   more CPU per request (hack/bench/cpu_bench.py; CHANGELOG, issue 24). Compression is never
   asked for: on a cluster network it costs both sides more CPU than the bytes it saves.
-- A GET that fails on a REUSED connection before any answer byte arrived (the server closed it
-  while idle) is sent once more, on a new connection. Other methods are not (as Go's transport):
-  the server may have applied them, so the failure is the caller's to judge.
+- A GET or HEAD (`_SAFE_METHODS`) that fails on a REUSED connection before any answer byte
+  arrived (the server closed it while idle) is sent once more, on a new connection. Other
+  methods are not (as Go's transport): the server may have applied them, so the failure is the
+  caller's to judge. A stream (a watch) is never resent here; its caller re-opens it.
 - Failures are `TransportError` (an OSError: refused, reset, TLS, a malformed answer, the
-  connection closing mid-answer) or `TimeoutError` (connecting: `connect_timeout`; the answer:
-  the caller's time limit, counted from sending; a stream: silence). A connection that failed,
+  connection closing mid-answer, and no connection within `connect_timeout`, which is a failure
+  to reach the server like a refusal, not a slow answer) or `TimeoutError` (the answer: the
+  caller's time limit, counted from sending; a stream: silence). A connection that failed,
   timed out, or whose caller was cancelled mid-request is closed, never reused.
 - A streamed answer (a watch) is read incrementally; the socket stops being read while more
   than `_STREAM_HIGH_WATER` bytes wait for the reader, so a slow consumer cannot balloon memory.

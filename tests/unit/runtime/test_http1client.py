@@ -1,4 +1,4 @@
-"""The HTTP/1.1 pool's guarantees (runtime/http1.py), each against a real socket on 127.0.0.1:
+"""The HTTP/1.1 pool's guarantees (runtime/http1client.py), each against a real socket on 127.0.0.1:
 a small server that reads requests and answers with scripted bytes, so framing, reuse, failure
 and timeouts are exercised on the wire, byte for byte."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobset_controller.runtime.http1 import (
+from jobset_controller.runtime.http1client import (
     ConnectionPool,
     Endpoint,
     TransportError,
