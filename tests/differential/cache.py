@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.polling import scaled
 
 T = TypeVar("T")
 
@@ -88,8 +89,8 @@ class Cache:
     # ------------------------------------------------------------------------------ reading
     def wait(self, check: Callable[[], T | None], what: str, timeout: float) -> T:
         """Until `check()` (called under the lock, on every change) returns something truthy;
-        returns it. TimeoutError after `timeout` s."""
-        deadline = time.monotonic() + timeout
+        returns it. TimeoutError after `timeout` s (scaled here: `polling.scaled`)."""
+        deadline = time.monotonic() + scaled(timeout)
         with self.condition:
             while True:
                 if self.stopping:
@@ -99,7 +100,7 @@ class Cache:
                     return result
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{what}: not reached in {timeout:g} s")
+                    raise TimeoutError(f"{what}: not reached within {scaled(timeout):g} s")
                 # Woken by every change; the timeout also lets quiet-period checks advance.
                 self.condition.wait(min(left, 0.5))
 
@@ -117,6 +118,7 @@ class Cache:
         return time.monotonic() - self.changed_at.get(namespace, 0.0)
 
     def wait_synced(self, timeout: float = 60) -> None:
+        """Until every watch has listed (`wait`, which scales `timeout`)."""
         self.wait(lambda: self.synced == set(WATCHED), "every watch listed", timeout)
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -129,11 +131,13 @@ class Cache:
                 if conn.sock is not None:
                     conn.sock.shutdown(2)
         for thread in self.threads:
-            thread.join(timeout=5)
+            thread.join(timeout=scaled(5))
 
     # ------------------------------------------------------------------------------ watching
     def _connect(self) -> http.client.HTTPSConnection:
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=60)
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, context=self.context, timeout=scaled(60)
+        )
         with self.condition:
             self.connections.add(conn)
         return conn

@@ -28,6 +28,7 @@ from tests.differential.compare import view
 from tests.differential.scenarios import Run, Scenario, all_scenarios
 from tests.differential.sides import OURS, UPSTREAM, Side, start_cluster
 
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 from jobset_controller_dev.envtest.upstream import ensure_upstream
 
@@ -77,17 +78,19 @@ class Differential:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def outcome(self, scenario: str, timeout: float = 600) -> dict[str, Any]:
-        """Per side: the checkpoints, or the ScenarioFailed / other error."""
+        """Per side: the checkpoints, or the ScenarioFailed / other error (a TimeoutError after
+        `timeout` s, scaled here: `polling.scaled`)."""
         found: dict[str, Any] = {}
         for name, future in self.scenarios[scenario].items():
             try:
-                found[name] = future.result(timeout)
+                found[name] = future.result(scaled(timeout))
             except Exception as error:
                 found[name] = error
         return found
 
     def answer(self, case: str, timeout: float = 300) -> dict[str, dict[str, Any]]:
-        return {name: f.result(timeout) for name, f in self.answers[case].items()}
+        """Per side: the case's answer, within `timeout` s (scaled here)."""
+        return {name: f.result(scaled(timeout)) for name, f in self.answers[case].items()}
 
     def write_report(self, name: str, data: Any) -> Path:
         path = self.report_dir / f"{name}.json"

@@ -110,6 +110,7 @@ class Run:
 
     # ------------------------------------------------------------------------------ reading
     def wait(self, check: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
+        """`Cache.wait` (which scales `timeout`) on this run's namespace."""
         return self.cache.wait(check, f"{self.side.name}/{self.ns}: {what}", timeout)
 
     def jobset(self) -> dict[str, Any] | None:

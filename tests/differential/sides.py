@@ -50,6 +50,7 @@ from jobset_controller_dev.envtest.nodes import (
     NodeSpec,
     rack_topology,
 )
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import UpstreamController, upstream_crds
 
@@ -167,7 +168,7 @@ class Idleness:
     def _scrape(self) -> bool:
         headers = {"Authorization": f"Bearer {self.token}"}
         request = urllib.request.Request(self.url, headers=headers)
-        with urllib.request.urlopen(request, timeout=5, context=self.context) as reply:
+        with urllib.request.urlopen(request, timeout=scaled(5), context=self.context) as reply:
             text = reply.read().decode()
         total = 0.0
         seen = 0
@@ -193,7 +194,7 @@ class Idleness:
 
     def stop(self) -> None:
         self.stopping.set()
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=scaled(10))
 
 
 class Side:
@@ -270,13 +271,14 @@ class Side:
 
     def wait_ready(self, within: float = 120) -> None:
         """Until the controller is ready, ours has found its pod webhooks (leader-follower mode,
-        as upstream always is), and the API server admits a JobSet through the webhooks."""
+        as upstream always is), and the API server admits a JobSet through the webhooks; each
+        within `within` s, scaled (by the controllers' `wait_ready` and here)."""
         if self.upstream is not None:
             self.upstream.wait_ready(within)
         else:
             assert self.ours is not None
             self.ours.wait_ready(within, interval=0.2)
-        deadline = time.monotonic() + within
+        deadline = time.monotonic() + scaled(within)
         probe = {
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "admission-probe"},
@@ -290,7 +292,10 @@ class Side:
             defaulted = status == 201 and "startupPolicy" in body.get("spec", {})
             if defaulted and (self.ours is None or self.our_mode() == "leader-follower"):
                 return
-            assert time.monotonic() < deadline, f"{self.name} not admitting: {status} {body}"
+            assert time.monotonic() < deadline, (
+                f"{self.name} not admitting within {scaled(within):g} s (mode "
+                f"{self.our_mode() if self.ours is not None else 'upstream'}): {status} {body}"
+            )
             time.sleep(0.2)  # poll interval of this readiness wait
 
     def our_mode(self) -> str | None:

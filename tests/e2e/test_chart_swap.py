@@ -58,6 +58,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_FOREVER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import (
     UpstreamController,
@@ -130,11 +131,21 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
 
 
 # ---------------------------------------------------------------------------- small helpers
-def until(check: Callable[[], object], what: str, within: float = 90) -> None:
-    deadline = time.monotonic() + within
+def until(
+    check: Callable[[], object],
+    what: str,
+    within: float = 90,
+    state: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll `check()` until it holds; past `within` s (scaled here: `polling.scaled`) fail naming
+    `what` and `state()`, what the test knows of the state it waits on."""
+    deadline = time.monotonic() + scaled(within)
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {within:g} s")
+            seen = state()
+            raise AssertionError(
+                f"{what}: not reached within {scaled(within):g} s" + (f" ({seen})" if seen else "")
+            )
         time.sleep(0.2)
 
 
@@ -173,7 +184,7 @@ class Helm:
     def __call__(self, *args: str) -> str:
         result = subprocess.run(
             [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True, text=True, check=False, timeout=300,
+            capture_output=True, text=True, check=False, timeout=scaled(300),
         )  # fmt: skip
         assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stderr}"
         return result.stdout
@@ -214,7 +225,7 @@ def scrape(port: int, token: str) -> str:
     request = urllib.request.Request(
         f"https://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
     )
-    with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+    with urllib.request.urlopen(request, timeout=scaled(10), context=context) as reply:
         text: str = reply.read().decode()
         return text
 
@@ -234,16 +245,24 @@ def metric(text: str, name: str, label: str) -> float:
 def wait_idle(port: int, token: str, jobsets: int) -> None:
     """Until the controller has reconciled at least once per JobSet and its queue is empty."""
 
+    seen = ["no scrape yet"]
+
     def idle() -> bool:
         try:
             text = scrape(port, token)
-        except (OSError, urllib.error.URLError):
+        except (OSError, urllib.error.URLError) as error:
+            seen[0] = f"scrape failed: {error}"
             return False
         reconciles = metric(text, "controller_runtime_reconcile_total", 'controller="jobset"')
         depth = metric(text, "workqueue_depth", 'name="jobset"')
+        seen[0] = f"{reconciles:g} reconciles, queue depth {depth:g}"
         return reconciles >= jobsets and depth == 0
 
-    until(idle, f"the controller reconciled {jobsets} JobSets and its queue is empty")
+    until(
+        idle,
+        f"the controller reconciled {jobsets} JobSets and its queue is empty",
+        state=lambda: seen[0],
+    )
 
 
 # ------------------------------------------------------------------------- what JobSets own
@@ -370,7 +389,11 @@ def check_admission(cluster: FullCluster, name: str) -> None:
         "invalid replicatedJob name 'nope' does not appear in .spec.ReplicatedJobs"
         in (refused["message"])
     )
-    until(lambda: running_pods(cluster, name) == 1, f"{name}'s pod running")
+    until(
+        lambda: running_pods(cluster, name) == 1,
+        f"{name}'s pod running",
+        state=lambda: f"{running_pods(cluster, name)} running",
+    )
 
 
 def upstream_rotator(cluster: FullCluster) -> Material:
@@ -407,9 +430,16 @@ def wait_admits(cluster: FullCluster) -> None:
     """Until the API server admits a JobSet through the webhooks (a dry run): it applies a
     changed caBundle from its own watch of the configurations, a moment after the write."""
     probe = jobset_manifest("admission-probe", replicated_jobs=[forever("w")])
+    answers: list[tuple[int, dict[str, Any]]] = [(0, {})]
+
+    def admits() -> bool:
+        answers[0] = cluster.request("POST", f"{JOBSETS}?dryRun=All", probe)
+        return answers[0][0] == 201
+
     until(
-        lambda: cluster.request("POST", f"{JOBSETS}?dryRun=All", probe)[0] == 201,
+        admits,
         "the API server admits through the webhooks",
+        state=lambda: f"dry run answered {answers[0][0]}: {answers[0][1].get('message')}",
     )
 
 
@@ -501,13 +531,18 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
     for jobset in jobsets:
         status, body = cluster.request("POST", JOBSETS, jobset)
         assert status == 201, body.get("message")
-    until(lambda: running_pods(cluster, "running") == 5, "the running JobSet's 5 pods running")
+    until(
+        lambda: running_pods(cluster, "running") == 5,
+        "the running JobSet's 5 pods running",
+        state=lambda: f"{running_pods(cluster, 'running')} running",
+    )
     until(
         lambda: states(cluster) == {
             "running": (0, ()), "suspended": (0, ("Suspended",)),
             "completed": (0, ("Completed",)), "failed": (0, ("Failed",)),
         },
         "every JobSet in its state",
+        state=lambda: f"states {states(cluster)}",
     )  # fmt: skip
     check_admission(cluster, "before-swap")
     wait_idle(upstream.metrics_port, scraper, 5)
@@ -578,6 +613,7 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
                 == 1
             ),
             "ours' placement probe finds the chart's pod webhooks",
+            state=lambda: ours.tail(1500),
         )
         wait_idle(ours_metrics, scraper, 6)
         expected_owned, expected_states = owned(cluster), states(cluster)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,10 +71,12 @@ def test_dev_loop_runs_an_example_then_stays_up_until_ctrl_c(tmp_path: Path) -> 
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + scaled(180)
         while "Ctrl-C stops everything." not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
+            assert proc.poll() is None, f"the dev loop exited {proc.poll()}:\n{log.read_text()}"
+            assert time.monotonic() < deadline, (
+                f"the dev loop not up within {scaled(180):g} s; its log:\n{log.read_text()}"
+            )
             time.sleep(0.5)  # poll interval of the wait for the log line
         output = log.read_text()
         assert "==> JobSet coordinator Completed" in output
@@ -81,8 +84,8 @@ def test_dev_loop_runs_an_example_then_stays_up_until_ctrl_c(tmp_path: Path) -> 
         workdir = output.split("export KUBECONFIG=")[1].split()[0].rsplit("/", 1)[0]
         assert processes_mentioning(workdir), "the cluster should still be running"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0, log.read_text()
-        deadline = time.monotonic() + 15
+        assert proc.wait(timeout=scaled(60)) == 0, log.read_text()
+        deadline = time.monotonic() + scaled(15)
         while processes_mentioning(workdir) and time.monotonic() < deadline:
             time.sleep(0.2)  # poll interval of the wait for the exit
         assert processes_mentioning(workdir) == []

@@ -25,6 +25,7 @@ from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
 from jobset_controller_dev.envtest.placement import PlacementController
+from jobset_controller_dev.envtest.polling import scaled
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +112,9 @@ def wait_bound(
     attempt: str | None = None,
     timeout: float = 90,
 ) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
+    """The JobSet's `count` live pods (of `attempt`) once all are bound, within `timeout` s
+    (scaled here: `polling.scaled`); the error lists the pods and their nodes last seen."""
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         pods = [
             p
@@ -123,7 +126,9 @@ def wait_bound(
             return pods
         if time.monotonic() > deadline:
             state = [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]
-            raise AssertionError(f"{js}: {count} pods not bound in {timeout} s: {state}")
+            raise AssertionError(
+                f"{js}: {count} pods not bound within {scaled(timeout):g} s: {state}"
+            )
         time.sleep(0.3)  # poll interval of the wait for the bound pods
 
 
@@ -248,7 +253,7 @@ def test_exclusivity_holds_only_among_equal_priorities(
     create(cluster, ns, jobset("same", jobs=1, pods=2))
     # Wait until the scheduler has tried and refused (PodScheduled False: Unschedulable), not for
     # a fixed time: on a loaded machine the pods may not even exist after a few seconds.
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + scaled(90)
     while True:
         same = pods_of(cluster, ns, "same")
         refused = [
@@ -263,5 +268,8 @@ def test_exclusivity_holds_only_among_equal_priorities(
             break
         time.sleep(0.3)  # poll interval of the wait for the refusal
     assert same, "the equal-priority JobSet has no pods"
-    assert refused, "the scheduler never refused the equal-priority leader"
+    seen = [(p["metadata"]["name"], (p.get("status") or {}).get("conditions")) for p in same]
+    assert refused, (
+        f"the scheduler did not refuse the equal-priority leader within {scaled(90):g} s: {seen}"
+    )
     assert not any(p["spec"].get("nodeName") for p in same), "equal priority shared a rack"

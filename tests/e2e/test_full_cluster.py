@@ -28,6 +28,7 @@ from jobset_controller_dev.envtest.nodes import (
     ZONE_LABEL,
     NodeSpec,
 )
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -427,7 +428,7 @@ def test_full_command_children_die_with_a_killed_parent() -> None:
         assert len(processes_mentioning(marker)) >= 5
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + scaled(15)
         while processes_mentioning(marker) and time.monotonic() < deadline:
             time.sleep(0.2)  # poll interval of the wait for the processes to exit
         assert processes_mentioning(marker) == []

@@ -59,6 +59,7 @@ class E2E:
         assert status == 201, reply
 
     def wait_terminal(self, name: str, state: str, timeout: float = 60) -> dict[str, Any]:
+        """The JobSet once it ends in `state` (`FullCluster.wait_for`, which scales `timeout`)."""
         return self.cluster.wait_for(
             self.jobsets(name),
             lambda js: (js.get("status") or {}).get("terminalState") == state,

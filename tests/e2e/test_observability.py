@@ -34,6 +34,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_DURATION_ANNOTATION,
 )
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.prometheus import (
     Prometheus,
@@ -67,7 +68,7 @@ def speaks_tls(address: str) -> bool:
     context.verify_mode = ssl.CERT_NONE
     try:
         with (
-            socket.create_connection((host, int(port)), timeout=5) as raw,
+            socket.create_connection((host, int(port)), timeout=scaled(5)) as raw,
             context.wrap_socket(raw, server_hostname=host),
         ):
             return True
@@ -135,7 +136,7 @@ def admission_request(cluster: FullCluster, address: str, namespace: str) -> Non
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+    with urllib.request.urlopen(request, context=context, timeout=scaled(10)) as answer:
         assert json.load(answer)["response"]["allowed"] is True
 
 
@@ -208,14 +209,14 @@ def test_prometheus_scrapes_every_metric_the_dashboard_and_rules_query(
         check_scrape(scrapes, namespace, tmp_path)
     finally:
         leader.send_signal(signal.SIGTERM)
-        assert leader.wait(timeout=60) == 0, (tmp_path / "leader.log").read_text()[-3000:]
+        assert leader.wait(timeout=scaled(60)) == 0, (tmp_path / "leader.log").read_text()[-3000:]
 
 
 def scrape_config(job: str, address: str, token: Path) -> dict[str, Any]:
     """HTTPS with the token when the endpoint speaks TLS (the secure default), else HTTP."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while not port_open(address):
-        assert time.monotonic() < deadline, f"{address} never listened"
+        assert time.monotonic() < deadline, f"{address} not listening within {scaled(30):g} s"
         time.sleep(0.2)  # poll interval of the wait for the port
     if speaks_tls(address):
         return https_scrape_config(job, address, token)
@@ -225,7 +226,7 @@ def scrape_config(job: str, address: str, token: Path) -> dict[str, Any]:
 def port_open(address: str) -> bool:
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host, int(port)), timeout=1):
+        with socket.create_connection((host, int(port)), timeout=scaled(1)):
             return True
     except OSError:
         return False
@@ -239,14 +240,14 @@ def check_scrape(scrapes: list[dict[str, Any]], namespace: str, tmp_path: Path) 
         for scrape in scrapes:
             job = scrape["job_name"]
             prom.wait_for(f'up{{job="{job}"}}', lambda v: bool(v) and v[0]["value"][1] == "1")
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + scaled(90)
         while True:
             scraped = set(prom.api("label/__name__/values"))
             missing = {name: sorted(where) for name, where in wanted.items() if name not in scraped}
             if not missing or time.monotonic() > deadline:
                 break
             time.sleep(1)  # poll interval of the wait for every series
-        assert not missing, f"queried but never scraped: {missing}"
+        assert not missing, f"queried but not scraped within {scaled(90):g} s: {missing}"
         # Every expression runs (parses, and its metrics have the labels it selects on).
         for expression in dashboard_expressions(DASHBOARD):
             concrete = expression.replace("$__rate_interval", "1m").replace("$job", ".*")

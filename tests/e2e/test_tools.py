@@ -14,18 +14,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.fullcluster import FullCluster, summarize
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     RUN_FOREVER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import scaled
 
 pytestmark = pytest.mark.usefixtures("jobset_controller")
 
@@ -66,7 +68,7 @@ def create(cluster: FullCluster, namespace: str, body: dict[str, Any]) -> None:
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(args, capture_output=True, text=True, timeout=scaled(60), env=env)
 
 
 def pods(cluster: FullCluster, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -75,11 +77,29 @@ def pods(cluster: FullCluster, namespace: str, name: str) -> list[dict[str, Any]
     )
 
 
-def wait_until(what: str, check: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
+def wait_until(
+    what: str, check: Any, timeout: float = 60, state: Callable[[], str] = lambda: ""
+) -> None:
+    """Poll `check()` until it holds; past `timeout` s (scaled here: `polling.scaled`) fail
+    naming `what` and `state()`, what the test knows of the state it waits on."""
+    deadline = time.monotonic() + scaled(timeout)
     while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, (
+            f"{what}: not reached within {scaled(timeout):g} s\n{state()}"
+        )
         time.sleep(0.3)  # poll interval of the wait for `check`
+
+
+def objects_in(cluster: FullCluster, namespace: str) -> str:
+    """The namespace's JobSets, Jobs and pods, one line each (for a failed wait)."""
+    return "\n".join(
+        f"{kind}: {summarize({'items': cluster.list_items(path)})}"
+        for kind, path in (
+            ("JobSets", jobsets_path(namespace)),
+            ("Jobs", f"/apis/batch/v1/namespaces/{namespace}/jobs"),
+            ("pods", f"/api/v1/namespaces/{namespace}/pods"),
+        )
+    )
 
 
 def test_plan_predicts_the_jobs_and_service_the_controller_creates(
@@ -104,7 +124,11 @@ def test_plan_predicts_the_jobs_and_service_the_controller_creates(
 
     create(full_cluster, namespace, body)
     jobs_path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
-    wait_until("3 Jobs", lambda: len(full_cluster.list_items(jobs_path)) == 3)
+    wait_until(
+        "3 Jobs",
+        lambda: len(full_cluster.list_items(jobs_path)) == 3,
+        state=lambda: objects_in(full_cluster, namespace),
+    )
     real = {job["metadata"]["name"]: job for job in full_cluster.list_items(jobs_path)}
     expected = {i["metadata"]["name"]: i for i in items if i["kind"] == "Job"}
     assert set(real) == set(expected)
@@ -188,11 +212,18 @@ def test_status_tells_running_failed_suspended_waiting_and_unschedulable_apart(
             for c in p.get("status", {}).get("conditions", [])
         )
 
-    wait_until("running pods ready", running_ready)
-    wait_until("running Jobs count their pods ready", jobs_ready)
-    wait_until("failing JobSet failed", lambda: terminal("failing"))
-    wait_until("toobig pod unschedulable", unschedulable)
-    wait_until("waiting init pod", lambda: len(pods(full_cluster, namespace, "waiting")) == 1)
+    def state() -> str:
+        return objects_in(full_cluster, namespace)
+
+    wait_until("running pods ready", running_ready, state=state)
+    wait_until("running Jobs count their pods ready", jobs_ready, state=state)
+    wait_until("failing JobSet failed", lambda: terminal("failing"), state=state)
+    wait_until("toobig pod unschedulable", unschedulable, state=state)
+    wait_until(
+        "waiting init pod",
+        lambda: len(pods(full_cluster, namespace, "waiting")) == 1,
+        state=state,
+    )
 
     kubeconfig = str(full_cluster.kubeconfig)
 
@@ -262,9 +293,9 @@ def test_status_watch_refreshes_until_interrupted(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     # Read frames as they come (no fixed wait: start-up on a loaded machine eats into one); a
-    # timer interrupts it anyway after a minute so a silent watch fails instead of hanging.
+    # timer interrupts it anyway after a minute (scaled) so a silent watch fails, not hangs.
     header = f"JobSet {namespace}/watched"
-    guard = threading.Timer(60, proc.send_signal, (signal.SIGINT,))
+    guard = threading.Timer(scaled(60), proc.send_signal, (signal.SIGINT,))
     guard.start()
     seen: list[str] = []
     assert proc.stdout is not None
@@ -277,6 +308,10 @@ def test_status_watch_refreshes_until_interrupted(
     finally:
         guard.cancel()
     proc.send_signal(signal.SIGINT)
-    rest, err = proc.communicate(timeout=20)
+    rest, err = proc.communicate(timeout=scaled(20))
     assert proc.returncode == 0, err
-    assert ("".join(seen) + rest).count(header) >= 3
+    output = "".join(seen) + rest
+    assert output.count(header) >= 3, (
+        f"{output.count(header)} frames (the guard stops the watch at {scaled(60):g} s):\n"
+        f"{output[-2000:]}"
+    )

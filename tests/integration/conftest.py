@@ -27,7 +27,7 @@ from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
@@ -122,7 +122,7 @@ async def controller(
         yield manager
     finally:
         manager.request_stop()
-        assert await asyncio.wait_for(task, 30) == 0
+        assert await asyncio.wait_for(task, scaled(30)) == 0
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 from jobset_controller_dev.envtest.processes import free_port
 
 pytestmark = pytest.mark.chaos
@@ -221,13 +221,13 @@ class Controller:
         exited = self.proc.poll()
         assert exited is None, f"controller exited by itself ({exited}): {self.log_tail()}"
         self.proc.kill()
-        self.proc.wait(30)
+        self.proc.wait(scaled(30))
         self.proc = None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait(30)
+            self.proc.wait(scaled(30))
         self.proc = None
 
     def log_tail(self) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
@@ -30,7 +31,9 @@ def start_command() -> tuple[subprocess.Popen[str], Path]:
 
 
 def wait_until_gone(marker: str, timeout: float = 15.0) -> list[int]:
-    deadline = time.monotonic() + timeout
+    """The processes whose command line still mentions `marker` after up to `timeout` s (scaled
+    here: `polling.scaled`) of waiting for them to go; the caller asserts the list is empty."""
+    deadline = time.monotonic() + scaled(timeout)
     while (left := processes_mentioning(marker)) and time.monotonic() < deadline:
         time.sleep(0.2)  # poll interval of the wait for the processes to exit
     return left
@@ -55,7 +58,7 @@ def test_ctrl_c_stops_everything_and_removes_the_directory(
     workdir = str(kubeconfig.parent)
     assert processes_mentioning(workdir), "etcd and kube-apiserver should be running"
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=scaled(30)) == 0
     assert wait_until_gone(workdir) == []
     assert not kubeconfig.parent.exists()
 
@@ -88,6 +91,6 @@ def test_printed_kubeconfig_gives_admin_access(
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.stdout.strip() == "yes"

@@ -21,7 +21,7 @@ from tests.integration.test_in_place_restart_agent import (
 from jobset_controller.config import parse_configuration
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.runtime.client import KubeClient
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ async def in_place_controller(
         yield manager
     finally:
         manager.request_stop()
-        assert await asyncio.wait_for(task, 30) == 0
+        assert await asyncio.wait_for(task, scaled(30)) == 0
 
 
 class Pods:
@@ -170,7 +170,7 @@ async def test_one_pod_restarting_restarts_every_pod_in_place_behind_the_barrier
 
     await eventually(lambda: previous_is(0), "the controller asks attempt 0 to restart", 30)
     for name in names[1:]:
-        code = await asyncio.wait_for(pods.agents[name].wait(), 30)
+        code = await asyncio.wait_for(pods.agents[name].wait(), scaled(30))
         assert code == RESTART_CODE
         await pods.start_agent(name, ports[name])  # as the kubelet restarts the containers
     await eventually(lambda: current_is(1), "every pod at attempt 1 lifts the barrier", 30)

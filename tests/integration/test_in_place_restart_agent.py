@@ -21,7 +21,7 @@ import yaml
 
 from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 from jobset_controller_dev.envtest.processes import free_port
 
 pytestmark = pytest.mark.integration
@@ -121,7 +121,13 @@ class AgentProcess:
         self.started = started
 
     async def exit_code(self, within: float = 20) -> int:
-        return await asyncio.wait_for(self.process.wait(), within)
+        """The agent's exit code once it exits, within `within` s (scaled here)."""
+        try:
+            return await asyncio.wait_for(self.process.wait(), scaled(within))
+        except TimeoutError:
+            raise AssertionError(
+                f"the agent (pid {self.process.pid}) still runs after {scaled(within):g} s"
+            ) from None
 
     async def stderr(self) -> str:
         assert self.process.stderr is not None
@@ -168,7 +174,8 @@ async def start_agent(namespace: str, agent_kubeconfig: Path, tmp_path: Path) ->
 
 def probe(port: int, path: str = "/barrier-is-down") -> int:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+        url = f"http://127.0.0.1:{port}{path}"
+        with urllib.request.urlopen(url, timeout=scaled(2)) as response:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)

@@ -37,7 +37,7 @@ from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
@@ -56,7 +56,8 @@ def _jobset(name: str, **spec: Any) -> dict[str, Any]:
 
 def _probe(port: int, path: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        url = f"http://127.0.0.1:{port}{path}"
+        with urllib.request.urlopen(url, timeout=scaled(5)) as reply:
             return reply.status, reply.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -71,7 +72,7 @@ def _served_certificate(port: int) -> bytes | None:
     context.verify_mode = ssl.CERT_NONE
     try:
         with (
-            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            socket.create_connection(("127.0.0.1", port), timeout=scaled(5)) as raw,
             context.wrap_socket(raw) as tls,
         ):
             return tls.getpeercert(binary_form=True)
@@ -350,7 +351,7 @@ async def test_rotation_with_a_short_validity_fails_no_request_and_restarts_noth
 
     # Admit JobSets without pause until two CAs and four serving certificates were seen in the
     # Secret and on the port (about 30 s at these validities); the bound is only a backstop.
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + scaled(120)
     while not rotations_seen():
         if time.monotonic() > deadline:
             break  # the assertions below say which rotation is missing

@@ -89,10 +89,12 @@ class Interrupted:
         deadline = time.monotonic() + scaled(30)
         while not catches(self.proc.pid, signal.SIGTERM):
             if self.proc.poll() is not None:
-                self._drain.join(5)
+                self._drain.join(scaled(5))
                 raise AssertionError(f"exited {self.proc.returncode} before taking its signals: "
                                      f"{self.stderr.decode(errors='replace')[-2000:]}")  # fmt: skip
-            assert time.monotonic() < deadline, "never took SIGTERM: is it the installed command?"
+            assert time.monotonic() < deadline, (
+                f"no SIGTERM handler within {scaled(30):g} s: is it the installed command?"
+            )
             time.sleep(0.005)  # poll interval of the wait for the condition above
 
     def signal_and_time(self, signum: int, within: float) -> tuple[int, float]:
@@ -106,13 +108,13 @@ class Interrupted:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            self._drain.join(5)
+            self._drain.join(scaled(5))
             raise AssertionError(
                 f"{signal.Signals(signum).name} did not end it within {limit:g} s: "
                 f"{self.stderr.decode(errors='replace')[-2000:]}"
             ) from None
         took = time.monotonic() - sent
-        self._drain.join(5)
+        self._drain.join(scaled(5))
         return code, took
 
     def kill(self) -> None:
@@ -214,7 +216,7 @@ def test_status_watch_exits_within_2_s_of_sigint_while_its_reader_has_stopped_re
                 deadline = time.monotonic() + scaled(30)
                 while unread(read_end) == 0:  # the first frame is in the pipe
                     assert command.proc.poll() is None, command.stderr
-                    assert time.monotonic() < deadline, "no frame written in 30 s"
+                    assert time.monotonic() < deadline, f"no frame written in {scaled(30):g} s"
                     time.sleep(0.01)  # poll interval of the wait for the condition above
                 time.sleep(delay)  # where the signal lands: the point of the test, not a wait
                 frames_waiting = unread(read_end)

@@ -47,7 +47,7 @@ from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 
 CATASTROPHIC: Final = r"^(\w+\s?)*\d$"
 HUGE_REPLICAS: Final = 20_000_000
@@ -89,14 +89,14 @@ class HealthPoller:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=scaled(10))
 
     def _run(self) -> None:
         url = f"http://127.0.0.1:{self.port}/healthz"
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                with urllib.request.urlopen(url, timeout=SLOW_POLL + 5) as reply:
+                with urllib.request.urlopen(url, timeout=scaled(SLOW_POLL + 5)) as reply:
                     status = reply.status
             except urllib.error.HTTPError as error:
                 status = error.code
@@ -108,7 +108,7 @@ class HealthPoller:
             self.slowest = max(self.slowest, took)
             if status not in (0, 200):
                 self.failures.append(f"HTTP {status}")
-            if took > SLOW_POLL:
+            if took > scaled(SLOW_POLL):  # a liveness bound in wall time: scaled as every wait
                 self.failures.append(f"answer took {took:.1f} s")
             self._stop.wait(0.2)
 

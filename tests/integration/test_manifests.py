@@ -19,6 +19,7 @@ from jobset_controller.controller.webhookcerts import (
     VALIDATING_WEBHOOK_CONFIGURATION,
 )
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.polling import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # the Configuration's default certDir
@@ -126,7 +127,7 @@ def test_helm_chart_renders_and_the_apiserver_accepts_it(
         capture_output=True,
         text=True,
         check=True,
-        timeout=60,
+        timeout=scaled(60),
     ).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     kinds = sorted(d["kind"] for d in docs)

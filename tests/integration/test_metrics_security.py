@@ -22,6 +22,7 @@ import yaml
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.identities import shipped_rbac
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.prometheus import Prometheus, https_scrape_config
 
@@ -50,7 +51,7 @@ def scrape(port: int, token: str | None) -> tuple[int, str]:
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=10, context=insecure) as answer:
+        with urllib.request.urlopen(request, timeout=scaled(10), context=insecure) as answer:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -125,7 +126,9 @@ def test_metrics_need_a_token_the_api_server_authorises(running: Running) -> Non
         assert name in body, name
     # Plain HTTP is not served on the metrics port.
     with pytest.raises((http.client.HTTPException, ConnectionError)):
-        urllib.request.urlopen(f"http://127.0.0.1:{running.metrics_port}/metrics", timeout=5)
+        urllib.request.urlopen(
+            f"http://127.0.0.1:{running.metrics_port}/metrics", timeout=scaled(5)
+        )
     # Tokens never reach the log.
     text = running.log.read_text()
     assert running.reader_token not in text

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.polling import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,7 @@ def helm_deployment(control_plane: ControlPlane, namespace: str) -> dict[str, An
     rendered = subprocess.run(
         [str(control_plane.bin_dir / "helm"), "template", "jobset",
          str(ROOT / "charts" / "jobset-controller"), "--namespace", namespace],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True, text=True, check=True, timeout=scaled(60),
     ).stdout  # fmt: skip
     return next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
 

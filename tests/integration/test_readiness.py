@@ -23,7 +23,7 @@ from jobset_controller.config import parse_configuration
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.identities import shipped_rbac
-from jobset_controller_dev.envtest.polling import eventually
+from jobset_controller_dev.envtest.polling import eventually, scaled
 
 ACCOUNT = "controller-manager"
 
@@ -51,7 +51,7 @@ def _without_pods(role: dict[str, Any]) -> dict[str, Any]:
 def _readyz(port: int) -> tuple[int, str]:
     url = f"http://127.0.0.1:{port}/readyz?verbose"
     try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
+        with urllib.request.urlopen(url, timeout=scaled(5)) as reply:
             return reply.status, reply.read().decode()
     except urllib.error.HTTPError as refused:
         return refused.code, refused.read().decode()
@@ -88,7 +88,7 @@ async def held_back(
         yield manager, role
     finally:
         manager.request_stop()
-        assert await asyncio.wait_for(task, 30) == 0
+        assert await asyncio.wait_for(task, scaled(30)) == 0
 
 
 async def test_readyz_fails_until_the_pod_informer_lists(

@@ -76,6 +76,7 @@ class Workload:
             within,
             interval=0.25,
             tolerate=(ApiError, OSError),
+            state=lambda: f"Jobs of the current attempt: {found}",
         )
         return found
 

@@ -17,6 +17,7 @@ from jobset_controller.runtime.client import Invalid, KubeClient
 from jobset_controller.webhook.server import MUTATE_PATH
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
     jobset_webhook_configuration,
@@ -155,7 +156,7 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
             await kube.request("DELETE", f"{MUTATING}/{name}")
     finally:
         manager.request_stop()
-        assert await asyncio.wait_for(task, 30) == 0
+        assert await asyncio.wait_for(task, scaled(30)) == 0
 
 
 @pytest.mark.usefixtures("webhooks")

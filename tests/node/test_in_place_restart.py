@@ -27,6 +27,7 @@ from jobset_controller_dev.envtest.in_place_restart_fixtures import (
     agent_sidecar,
     restart_all_on_failure,
 )
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.realnode import RealNode
 
 pytestmark = pytest.mark.node
@@ -60,15 +61,16 @@ def eventually(
     within: float = 180,
     diagnose: Callable[[], str] = lambda: "",
 ) -> Any:
-    """Poll ``check``; past ``within`` s fail with ``diagnose()``'s account of the state (seen
-    twice under a load of 10 and never reproduced since: the next failure must say why)."""
-    deadline = time.monotonic() + within
+    """Poll ``check``; past ``within`` s (scaled here: `polling.scaled`) fail with
+    ``diagnose()``'s account of the state (seen twice under a load of 10 and never reproduced
+    since: the next failure must say why)."""
+    deadline = time.monotonic() + scaled(within)
     while True:
         result = check()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within:g} s\n{diagnose()}")
+            raise AssertionError(f"{what}: not within {scaled(within):g} s\n{diagnose()}")
         time.sleep(0.25)  # a poll interval, not synchronisation
 
 
@@ -211,7 +213,11 @@ def test_a_retriable_failure_restarts_every_pod_in_place_then_the_jobset_complet
     node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
 ) -> None:
     create(node, namespace, in_place_jobset(image))
-    first = eventually(lambda: len(pods(node, namespace)) == 2 and pods(node, namespace), "pods")
+    first = eventually(
+        lambda: len(pods(node, namespace)) == 2 and pods(node, namespace),
+        "pods",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     uids = {p["metadata"]["uid"]: p["spec"].get("nodeName") for p in first}
     eventually(
         lambda: (
@@ -220,7 +226,11 @@ def test_a_retriable_failure_restarts_every_pod_in_place_then_the_jobset_complet
         "every pod restarted in place into attempt 1",
         diagnose=lambda: state(node, namespace, gated_controller),
     )
-    done = eventually(lambda: condition(jobset(node, namespace), "Completed"), "Completed")
+    done = eventually(
+        lambda: condition(jobset(node, namespace), "Completed"),
+        "Completed",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     assert done["reason"] == "AllJobsCompleted"
     final = pods(node, namespace)
     assert {p["metadata"]["uid"]: p["spec"].get("nodeName") for p in final} == uids
@@ -236,7 +246,11 @@ def test_failing_every_time_reaches_max_restarts(
     node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
 ) -> None:
     create(node, namespace, in_place_jobset(image, max_restarts=1, fail="always"))
-    failed = eventually(lambda: condition(jobset(node, namespace), "Failed"), "Failed")
+    failed = eventually(
+        lambda: condition(jobset(node, namespace), "Failed"),
+        "Failed",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     assert failed["reason"] == "ReachedMaxRestarts"
     assert failed["message"] == "jobset failed due to reaching max number of restarts"
 
@@ -260,7 +274,11 @@ def test_a_fatal_exit_code_fails_the_jobset_by_its_rules(
         {"name": "fatal", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
     ]
     create(node, namespace, manifest)
-    failed = eventually(lambda: condition(jobset(node, namespace), "Failed"), "Failed")
+    failed = eventually(
+        lambda: condition(jobset(node, namespace), "Failed"),
+        "Failed",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     assert failed["reason"] == "FailJobSetFailurePolicyAction"
 
 
@@ -273,14 +291,26 @@ def test_a_pod_deleted_by_hand_is_recreated_and_joins_the_barrier(
         value = (jobset(node, namespace).get("status") or {}).get("currentInPlaceRestartAttempt")
         return None if value is None else int(value)
 
-    eventually(lambda: attempt() == 0, "both pods past the barrier at attempt 0")
+    eventually(
+        lambda: attempt() == 0,
+        "both pods past the barrier at attempt 0",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node, namespace)}
     doomed = sorted(before)[1]
     status, body = node.cluster.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{doomed}")
     assert status == 200, body
-    eventually(lambda: attempt() == 1, "the replacement joins; every pod at attempt 1")
+    eventually(
+        lambda: attempt() == 1,
+        "the replacement joins; every pod at attempt 1",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node, namespace)}
     kept = sorted(before)[0]
     assert after[kept] == before[kept]  # restarted in place, not replaced
-    done = eventually(lambda: condition(jobset(node, namespace), "Completed"), "Completed")
+    done = eventually(
+        lambda: condition(jobset(node, namespace), "Completed"),
+        "Completed",
+        diagnose=lambda: state(node, namespace, gated_controller),
+    )
     assert done["reason"] == "AllJobsCompleted"

@@ -33,22 +33,44 @@ from jobset_controller_dev.envtest.install import (
     wait_rollout,
     wait_service_served,
 )
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.realnode import NODE_NAME, RealNode
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 CHART_RELEASE = "jobset"
 
 
-def eventually(check: Callable[[], Any], what: str, within: float = 120) -> Any:
-    """`check()` until it returns something truthy; AssertionError naming `what` after `within`."""
-    deadline = time.monotonic() + within
+def eventually(
+    check: Callable[[], Any],
+    what: str,
+    within: float = 120,
+    diagnose: Callable[[], str] = lambda: "",
+) -> Any:
+    """`check()` until it returns something truthy; past `within` s (scaled here:
+    `polling.scaled`) an AssertionError naming `what` with `diagnose()`'s account of the
+    state."""
+    deadline = time.monotonic() + scaled(within)
     while True:
         result = check()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within:g} s")
+            raise AssertionError(f"{what}: not within {scaled(within):g} s\n{diagnose()}")
         time.sleep(0.25)  # a poll interval, not synchronisation
+
+
+def jobsets_and_pods(node: RealNode, namespace: str) -> str:
+    """The namespace's JobSets' status and each pod's phase and container states: what a
+    failed wait on a JobSet needs to be understood afterwards."""
+    _, listed = node.cluster.request("GET", JOBSETS.format(namespace=namespace))
+    lines = [
+        f"jobset {js['metadata']['name']}: {js.get('status')}" for js in listed.get("items", [])
+    ]
+    for pod in pods(node, namespace, ""):
+        status = pod.get("status") or {}
+        containers = [(c["name"], c.get("state")) for c in status.get("containerStatuses") or []]
+        lines.append(f"pod {pod['metadata']['name']}: {status.get('phase')} {containers}")
+    return "\n".join(lines)
 
 
 @pytest.fixture(scope="module", params=["manifests", "chart"])
@@ -160,7 +182,7 @@ def answer():
     conn.sendall(b"hello from %d\\n" % me)
     conn.close()
 threading.Thread(target=answer, daemon=True).start()
-deadline = time.time() + 90
+deadline = time.time() + {peer_wait}
 while True:
     try:
         address = socket.gethostbyname(peer)
@@ -258,7 +280,9 @@ def test_a_jobset_of_real_pods_completes_and_its_pods_reach_each_other_by_hostna
     node: RealNode, installed: Install, namespace: str, image: str
 ) -> None:
     name = "peers"
-    jobset = python_jobset(name, image, PEER_SCRIPT.replace("{name}", name))
+    # The pods' own wait for their peer is a wait of the suite too: scaled.
+    script = PEER_SCRIPT.replace("{name}", name).replace("{peer_wait}", f"{scaled(90):g}")
+    jobset = python_jobset(name, image, script)
     status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
     assert status == 201, body
 
@@ -267,7 +291,12 @@ def test_a_jobset_of_real_pods_completes_and_its_pods_reach_each_other_by_hostna
         done = condition(current, "Completed") or condition(current, "Failed")
         return current if done else None
 
-    final = eventually(finished, "the JobSet finished", within=180)
+    final = eventually(
+        finished,
+        "the JobSet finished",
+        within=180,
+        diagnose=lambda: jobsets_and_pods(node, namespace),
+    )
     logs = {
         pod["metadata"]["name"]: node.logs(namespace, pod["metadata"]["name"], "worker")
         for pod in pods(node, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
@@ -364,7 +393,12 @@ def test_exclusive_placement_goes_through_the_pod_webhooks_service(
         _, current = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
         return condition(current, "Completed")
 
-    eventually(completed, "the exclusive JobSet completed", within=180)
+    eventually(
+        completed,
+        "the exclusive JobSet completed",
+        within=180,
+        diagnose=lambda: jobsets_and_pods(node, namespace),
+    )
     _, jobs = node.cluster.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs")
     (made,) = jobs["items"]
     template_labels = made["spec"]["template"]["metadata"]["labels"]
@@ -415,7 +449,12 @@ def test_a_killed_container_is_restarted_and_creates_no_job_twice(
     jobset = python_jobset(name, image, "import time; time.sleep(600)", replicas=4)
     status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
     assert status == 201, body
-    eventually(lambda: _jobs_of(node, namespace, name), "the first Job is created", within=60)
+    eventually(
+        lambda: _jobs_of(node, namespace, name),
+        "the first Job is created",
+        within=60,
+        diagnose=lambda: controller_log(node, installed)[-3000:],
+    )
     container_id = _container(pod)["containerID"].removeprefix("containerd://")
     os.kill(_task_pid(node, container_id), signal.SIGKILL)
 
@@ -424,9 +463,19 @@ def test_a_killed_container_is_restarted_and_creates_no_job_twice(
         status = _container(current)
         return bool(status["restartCount"] == before + 1 and status["ready"])
 
-    eventually(restarted_and_ready, "the kubelet restarted the controller", within=120)
+    eventually(
+        restarted_and_ready,
+        "the kubelet restarted the controller",
+        within=120,
+        diagnose=lambda: str([_container(p) for p in controller_pods(node, installed)]),
+    )
     expected = [f"{name}-w-{index}" for index in range(4)]
-    eventually(lambda: _jobs_of(node, namespace, name) == expected, "all 4 Jobs", within=60)
+    eventually(
+        lambda: _jobs_of(node, namespace, name) == expected,
+        "all 4 Jobs",
+        within=60,
+        diagnose=lambda: f"Jobs {_jobs_of(node, namespace, name)}",
+    )
     _, final = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
     # Recovered without restarting the JobSet (a status not written yet holds no restart either).
     assert (final.get("status") or {}).get("restarts", 0) == 0
@@ -554,7 +603,7 @@ def _served_serial(address: str) -> int:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     with (
-        socket.create_connection((address, 443), timeout=5) as raw,
+        socket.create_connection((address, 443), timeout=scaled(5)) as raw,
         context.wrap_socket(raw) as tls,
     ):
         der = tls.getpeercert(binary_form=True)
@@ -617,7 +666,8 @@ def test_the_serving_certificate_rotates_in_place_without_a_failed_admission(
             within=60,
         )
         serials, answers, failures = {first.serial_number}, 0, []
-        deadline = time.monotonic() + 60  # a rotation every ~10 s: three certificates and more
+        # A rotation every ~10 s: three certificates and more (scaled as every wait).
+        deadline = time.monotonic() + scaled(60)
         probe = python_jobset("probe", image, "print('hi')", replicas=1)
         while time.monotonic() < deadline and len(serials) < 3:
             status, body = cluster.request(

@@ -53,6 +53,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
 )
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import UpstreamController, upstream_home
 
@@ -78,12 +79,22 @@ _WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 WAIT = 120.0
 
 
-def until(check: Callable[[], object], what: str, within: float = WAIT) -> None:
-    """Poll `check` until it is truthy (conditions, never a fixed sleep)."""
-    deadline = time.monotonic() + within
+def until(
+    check: Callable[[], object],
+    what: str,
+    within: float = WAIT,
+    state: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll `check` until it is truthy (conditions, never a fixed sleep); past `within` s
+    (scaled here: `polling.scaled`) fail naming `what` and `state()`, what the test knows of
+    the state it waits on."""
+    deadline = time.monotonic() + scaled(within)
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {within:g} s")
+            seen = state()
+            raise AssertionError(
+                f"{what}: not reached within {scaled(within):g} s" + (f" ({seen})" if seen else "")
+            )
         time.sleep(0.2)
 
 
@@ -102,7 +113,7 @@ def scrape(port: int, token: str) -> str:
     request = urllib.request.Request(
         f"https://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
     )
-    with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+    with urllib.request.urlopen(request, timeout=scaled(10), context=context) as reply:
         text: str = reply.read().decode()
         return text
 
@@ -277,16 +288,24 @@ class Bench:
         """Until `controller` leads, has reconciled every JobSet at least once since it started
         and its JobSet queue is empty."""
 
+        seen = ["no scrape yet"]
+
         def idle() -> bool:
             try:
                 text = scrape(controller.metrics_port, self.token)
-            except (OSError, urllib.error.URLError):
+            except (OSError, urllib.error.URLError) as error:
+                seen[0] = f"scrape failed: {error}"
                 return False
             reconciled = metric(text, "controller_runtime_reconcile_total", 'controller="jobset"')
             depth = metric(text, "workqueue_depth", 'name="jobset"')
+            seen[0] = f"{reconciled:g} reconciles, queue depth {depth:g}"
             return reconciled >= jobsets and depth == 0
 
-        until(idle, f"{controller.side} reconciled {jobsets} JobSets, queue empty")
+        until(
+            idle,
+            f"{controller.side} reconciled {jobsets} JobSets, queue empty",
+            state=lambda: seen[0],
+        )
 
     def writes(
         self,
@@ -398,13 +417,21 @@ def create(cluster: FullCluster, ns: str, manifest: dict[str, Any]) -> None:
 def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> None:
     """Every state of the module docstring, each waited for. `waiting_follower`: "refused"
     (Reject: the Job has no follower pod) or "gated" (Gate: the follower waits behind it)."""
+
+    def seen() -> str:
+        return overview(cluster, ns)
+
     for manifest in state_manifests():
         create(cluster, ns, manifest)
-    until(lambda: running(cluster, ns, "holder") == 8, "holder: 8 pods running, one Job per rack")
+    until(
+        lambda: running(cluster, ns, "holder") == 8,
+        "holder: 8 pods running, one Job per rack",
+        state=seen,
+    )
     create(cluster, ns, _exclusive("waiting", 1))
-    until(lambda: running(cluster, ns, "running") == 5, "running: 5 pods running")
-    until(lambda: running(cluster, ns, "restarting") == 2, "restarting: 2 pods running")
-    until(lambda: running(cluster, ns, "depends") == 1, "depends: init running")
+    until(lambda: running(cluster, ns, "running") == 5, "running: 5 pods running", state=seen)
+    until(lambda: running(cluster, ns, "restarting") == 2, "restarting: 2 pods running", state=seen)
+    until(lambda: running(cluster, ns, "depends") == 1, "depends: init running", state=seen)
     # mid-restart: one pod fails (deleted; kwok marks it Failed), its Job fails, the JobSet
     # restarts; the first attempt's Jobs stay in foreground deletion, held by their pods.
     victim = pods(cluster, ns, "restarting")[0]["metadata"]["name"]
@@ -418,7 +445,7 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
             and all(j["metadata"].get("deletionTimestamp") for j in held)
         )
 
-    until(mid_restart, "restarting: restart 1 decided, attempt 0's Jobs being deleted")
+    until(mid_restart, "restarting: restart 1 decided, attempt 0's Jobs being deleted", state=seen)
 
     def waiting() -> bool:
         found = pods(cluster, ns, "waiting")
@@ -430,7 +457,7 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
             return len(followers) == 1 and gated(followers[0])
         return not followers
 
-    until(waiting, f"waiting: leader Pending, follower {waiting_follower}")
+    until(waiting, f"waiting: leader Pending, follower {waiting_follower}", state=seen)
     create(cluster, ns, jobset_manifest("ttl", replicated_jobs=[replicated_job("w", 1, pods=1)],
                                         ttlSecondsAfterFinished=TTL_SECONDS))  # fmt: skip
     expected = {
@@ -438,7 +465,7 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
         "depends": (0, ()), "holder": (0, ()), "waiting": (0, ()),
         "completed": (0, ("Completed",)), "failed": (0, ("Failed",)), "ttl": (0, ("Completed",)),
     }  # fmt: skip
-    until(lambda: states(cluster, ns) == expected, "every JobSet in its state")
+    until(lambda: states(cluster, ns) == expected, "every JobSet in its state", state=seen)
 
 
 def gated(pod: dict[str, Any]) -> bool:
@@ -447,6 +474,15 @@ def gated(pod: dict[str, Any]) -> bool:
 
 def states(cluster: FullCluster, ns: str) -> dict[str, tuple[int, tuple[str, ...]]]:
     return {j["metadata"]["name"]: state_of(j) for j in cluster.list_items(jobsets_path(ns))}
+
+
+def overview(cluster: FullCluster, ns: str) -> str:
+    """Each JobSet's restarts, terminal conditions and running pods: what a failed wait on the
+    states needs to be understood afterwards."""
+    return "; ".join(
+        f"{name} {restarts} {conditions} {running(cluster, ns, name)} running"
+        for name, (restarts, conditions) in states(cluster, ns).items()
+    )
 
 
 # ------------------------------------------------------------------------------- snapshots
@@ -556,6 +592,10 @@ def placed_in_leaders_rack(cluster: FullCluster, ns: str, job: str) -> bool:
 def converge(cluster: FullCluster, ns: str, before: Snapshot) -> None:
     """What every JobSet reaches once the test lets it move on (module docstring): the restart
     completes, the TTL expires, everything else stays where it was with no restart counted."""
+
+    def seen() -> str:
+        return overview(cluster, ns)
+
     release_holds(cluster, ns)
 
     def restarted() -> bool:
@@ -566,9 +606,9 @@ def converge(cluster: FullCluster, ns: str, before: Snapshot) -> None:
             and running(cluster, ns, "restarting") == 2
         )
 
-    until(restarted, "restarting: attempt 1's Jobs running")
+    until(restarted, "restarting: attempt 1's Jobs running", state=seen)
     until(lambda: not get_jobset(cluster, ns, "ttl"), "ttl: deleted when its TTL expired",
-          within=WAIT + TTL_SECONDS)  # fmt: skip
+          within=WAIT + TTL_SECONDS, state=seen)  # fmt: skip
     assert before.ttl_expires is not None
     assert datetime.datetime.now(datetime.UTC) >= before.ttl_expires - datetime.timedelta(
         seconds=1

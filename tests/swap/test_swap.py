@@ -36,6 +36,7 @@ from tests.swap.harness import (
 )
 
 from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 
 JOBSETS = 9
@@ -128,8 +129,8 @@ def test_rollback_ours_to_upstream_with_gated_followers(
         # ... until the documented command places it (docs/operations.md#rollback).
         release = subprocess.run(
             [sys.executable, "-m", "jobset_controller", "release-followers", "-A", "--wait",
-             "--timeout", "60", "--kubeconfig", str(cluster.kubeconfig)],
-            capture_output=True, text=True, timeout=120, check=False,
+             "--timeout", f"{scaled(60):g}", "--kubeconfig", str(cluster.kubeconfig)],
+            capture_output=True, text=True, timeout=scaled(120), check=False,
         )  # fmt: skip
         assert release.returncode == 0, release.stdout + release.stderr
         assert f"pod {ns}/{follower['metadata']['name']} released" in release.stdout

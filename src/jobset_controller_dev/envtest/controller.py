@@ -14,6 +14,7 @@ import yaml
 
 from jobset_controller_dev.envtest.controlplane import ControlPlane
 from jobset_controller_dev.envtest.pki import CertificateAuthority
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port, health_status, wait_healthy
 
 CONFIG_API_VERSION: Final = "config.jobset.x-k8s.io/v1alpha1"
@@ -59,22 +60,24 @@ class ControllerProcess:
         return self.log.read_text()[-chars:]
 
     def wait_ready(self, within: float = 60, interval: float = 0.1) -> None:
-        """Block until /readyz answers 200; fail if the process exits or ``within`` s pass."""
+        """Block until /readyz answers 200; fail if the process exits or ``within`` s pass
+        (scaled once, by `wait_healthy`)."""
         wait_healthy(
             self.health_port,
             running=lambda: self.proc.poll() is None,
-            exited=lambda: AssertionError(self.tail()),
-            late=lambda: AssertionError(f"controller not ready within {within:g} s: {self.tail()}"),
+            exited=lambda: AssertionError(f"controller exited {self.proc.poll()}: {self.tail()}"),
+            late=lambda seen: AssertionError(f"controller not ready: {seen}: {self.tail()}"),
             within=within,
             interval=interval,
         )
 
     def stop(self, timeout: float = 30) -> int:
-        """SIGTERM, wait up to ``timeout`` s (then SIGKILL); return the exit code."""
+        """SIGTERM, wait up to ``timeout`` s (scaled: `polling.scaled`, as callers assert a clean
+        exit, which a busy machine reaches later), then SIGKILL; return the exit code."""
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
-            return self.proc.wait(timeout=timeout)
+            return self.proc.wait(timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return self.proc.wait()
@@ -101,8 +104,9 @@ def start_local_controller(
     """Our controller with its webhook server on a free 127.0.0.1 port, serving a pair that
     ``ca`` (the cluster's) issued into ``workdir/<stem>-certs`` (internal certificate management
     off), and the Configuration's other ``sections`` (e.g. ``featureGates``); returned once
-    /readyz answers 200 (its ``webhook_port`` says where the webhooks are served). Files are
-    named after ``stem``, so several can share a workdir.
+    /readyz answers 200 within ``within`` s (scaled, by `ControllerProcess.wait_ready`; its
+    ``webhook_port`` says where the webhooks are served). Files are named after ``stem``, so
+    several can share a workdir.
 
     Why one helper: every test or bench that registers webhooks by URL on loopback needs this
     same pair, Configuration and wait, and they drifted apart when each spelled it out."""
@@ -138,7 +142,8 @@ def local_controller(
     """``start_local_controller`` against ``cluster`` (its workdir, CA and kubeconfig) for a
     ``with`` block, e.g. a fixture's body: on leaving the block the controller is stopped
     (SIGTERM, SIGKILL after ``stop_within`` s) and its exit code asserted to be 0, since a clean
-    shutdown is part of what the tests check."""
+    shutdown is part of what the tests check. Both bounds are scaled once, by the process's
+    `wait_ready` and `stop`."""
     process = start_local_controller(
         workdir=cluster.workdir,
         ca=cluster.ca,

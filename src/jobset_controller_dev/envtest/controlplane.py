@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -40,6 +40,7 @@ from jobset_controller_dev.envtest.pki import (
     CertPair,
     write_service_account_keys,
 )
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 SERVICE_CIDR = "10.0.0.0/24"
@@ -101,6 +102,9 @@ class ControlPlane:
         reach 127.0.0.1 (their own loopback), so the real-node tier binds 0.0.0.0 inside its
         private network namespace and advertises the node's address there. This process always
         talks to it on 127.0.0.1.
+
+        `ready_timeout`: seconds each component, CRD or node may take to be ready (scaled:
+        `polling.scaled`, by `_wait` and `_wait_crd_served`).
 
         `workload_api`: serve scheduling.k8s.io/v1beta1 (Workload, PodGroup; Kubernetes 1.37,
         beta and off by default): the gate and the API group that gang scheduling needs
@@ -224,16 +228,22 @@ class ControlPlane:
             self.workdir / "etcd.log",
         )
         self.etcd.start()
-        self._wait(self.etcd, lambda: self._etcd_healthy(), "etcd /health")
+        self._wait(
+            self.etcd,
+            lambda: self._etcd_health() == 200,
+            "etcd /health",
+            state=lambda: f"/health answers {self._etcd_health() or 'nothing'}",
+        )
 
-    def _etcd_healthy(self) -> bool:
+    def _etcd_health(self) -> int:
+        """The HTTP status of etcd's /health; 0 when it does not answer (in 2 s, scaled)."""
         host, port = self.etcd_endpoint.removeprefix("http://").split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=2)
+        conn = http.client.HTTPConnection(host, int(port), timeout=scaled(2))
         try:
             conn.request("GET", "/health")
-            return conn.getresponse().status == 200
+            return conn.getresponse().status
         except OSError:
-            return False
+            return 0
         finally:
             conn.close()
 
@@ -276,8 +286,20 @@ class ControlPlane:
         )
         self.apiserver.start()
         self._wait(
-            self.apiserver, lambda: self._get_status("/readyz") == 200, "kube-apiserver /readyz"
+            self.apiserver,
+            lambda: self._get_status("/readyz") == 200,
+            "kube-apiserver /readyz",
+            state=self._readyz_failures,
         )
+
+    def _readyz_failures(self) -> str:
+        """What the apiserver's verbose /readyz says is not ready yet (its "[-]" checks)."""
+        try:
+            status, body = self._request_once("GET", "/readyz?verbose", None, "application/json")
+        except (OSError, ssl.SSLError) as error:
+            return f"/readyz does not answer: {error}"
+        failing = [line for line in str(body.get("raw", "")).splitlines() if "[-]" in line]
+        return f"/readyz answers {status}" + (f": {'; '.join(failing)}" if failing else "")
 
     def _endpoint_reconciler_args(self) -> list[str]:
         """Kubernetes 1.37 refuses to start when the address it would publish as the `default/
@@ -350,16 +372,29 @@ class ControlPlane:
             )
         return self._write_config(path, name, {"token": body["status"]["token"]})
 
-    def _wait(self, proc: ManagedProcess, ready: Any, what: str) -> None:
-        deadline = time.monotonic() + self._ready_timeout
+    def _wait(
+        self,
+        proc: ManagedProcess,
+        ready: Callable[[], object],
+        what: str,
+        timeout: float | None = None,
+        *,
+        state: Callable[[], str] | None = None,
+    ) -> None:
+        """Poll `ready()` until it holds, for `timeout` s (default: the ready timeout), scaled
+        here (`polling.scaled`), once. Fail at once if `proc` exits first; past the bound, the
+        error names `what`, the state it last saw (`state()`, when given) and `proc`'s log."""
+        bound = self._ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + scaled(bound)
         while time.monotonic() < deadline:
             if not proc.running():
                 raise ControlPlaneError(f"{proc.name} exited before {what}:\n{proc.log_tail()}")
             if ready():
                 return
             time.sleep(0.2)
+        seen = f" ({state()})" if state is not None else ""
         raise ControlPlaneError(
-            f"{what} not ready after {self._ready_timeout:.0f}s:\n{proc.log_tail()}"
+            f"{what} not ready within {scaled(bound):g} s{seen}:\n{proc.log_tail()}"
         )
 
     # ----------------------------------------------------------------------- admin access
@@ -379,10 +414,10 @@ class ControlPlane:
     ) -> tuple[int, dict[str, Any]]:
         """One admin request; returns (HTTP status, decoded JSON body or {}).
 
-        Connection errors are retried for a few seconds: right after a (re)start the apiserver
-        can reset connections for a moment even though /readyz already answered.
+        Connection errors are retried for a few seconds (10, scaled): right after a (re)start
+        the apiserver can reset connections for a moment even though /readyz already answered.
         """
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + scaled(10.0)
         while True:
             try:
                 return self._request_once(method, path, body, content_type)
@@ -395,7 +430,7 @@ class ControlPlane:
         self, method: str, path: str, body: Any, content_type: str
     ) -> tuple[int, dict[str, Any]]:
         conn = http.client.HTTPSConnection(
-            "127.0.0.1", self._apiserver_port, context=self._ssl_context(), timeout=30
+            "127.0.0.1", self._apiserver_port, context=self._ssl_context(), timeout=scaled(30)
         )
         try:
             payload = None if body is None else json.dumps(body).encode()
@@ -449,14 +484,15 @@ class ControlPlane:
         return path
 
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
-        """Run the same-version kubectl against this control plane; returns stdout."""
+        """Run the same-version kubectl against this control plane (for up to 120 s, scaled);
+        returns stdout."""
         result = subprocess.run(
             [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
             input=input_text,
             capture_output=True,
             text=True,
             check=False,
-            timeout=120,
+            timeout=scaled(120),
         )
         if check and result.returncode != 0:
             raise ControlPlaneError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
@@ -468,7 +504,7 @@ class ControlPlane:
             capture_output=True,
             text=True,
             check=True,
-            timeout=60,
+            timeout=scaled(60),
         )
         return result.stdout
 
@@ -502,7 +538,9 @@ class ControlPlane:
         # conversion webhook is not up yet (Kueue's, between two Kueue runs) still answers.
         served = [v for v in crd["spec"]["versions"] if v.get("served")]
         version = next((v["name"] for v in served if v.get("storage")), served[0]["name"])
-        deadline = time.monotonic() + self._ready_timeout
+        deadline = time.monotonic() + scaled(self._ready_timeout)
+        conditions: list[dict[str, Any]] = []
+        listed = 0
         while time.monotonic() < deadline:
             _, body = self.request(
                 "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
@@ -511,7 +549,12 @@ class ControlPlane:
             established = any(
                 c.get("type") == "Established" and c.get("status") == "True" for c in conditions
             )
-            if established and self._get_status(f"/apis/{group}/{version}/{plural}?limit=1") == 200:
+            listed = self._get_status(f"/apis/{group}/{version}/{plural}?limit=1")
+            if established and listed == 200:
                 return
             time.sleep(0.1)
-        raise ControlPlaneError(f"CRD {name} was not established in {self._ready_timeout:.0f}s")
+        seen = [f"{c.get('type')}={c.get('status')} ({c.get('reason')})" for c in conditions]
+        raise ControlPlaneError(
+            f"CRD {name} not established and served within {scaled(self._ready_timeout):g} s "
+            f"(conditions: {seen or 'none'}; list of {version} {plural} answered {listed})"
+        )

@@ -12,7 +12,8 @@ Nodes are API objects created by the harness (`add_nodes`, default layout in nod
 Every component gets its own identity from the control plane's CA (system:kube-controller-manager,
 system:kube-scheduler; kwok runs as the admin), serves its health endpoints on a free loopback port
 with a CA-issued certificate, and runs without leader election. `start()` returns once kcm and the
-scheduler are healthy, every node is Ready and the `default` ServiceAccount exists. Processes are
+scheduler are healthy, every node is Ready and the `default` ServiceAccount exists (each wait
+scaled by JOBSET_TEST_TIMEOUT_SCALE, as `ControlPlane._wait` does). Processes are
 `ManagedProcess`es like etcd's and the apiserver's: start the cluster from the main thread.
 """
 
@@ -36,6 +37,7 @@ from jobset_controller_dev.envtest.nodes import (
     NodeSpec,
     rack_topology,
 )
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 POD_GROUP_PROTECTION = "podgroup-protection-controller"
@@ -133,11 +135,13 @@ class FullCluster(ControlPlane):
             self.controller_manager,
             lambda: self._probe(self.controller_manager_port, "/healthz") == 200,
             "kube-controller-manager /healthz",
+            state=lambda: f"answers {self._probe(self.controller_manager_port, '/healthz')}",
         )
         self._wait(
             self.scheduler,
             lambda: self._probe(self.scheduler_port, "/readyz") == 200,
             "kube-scheduler /readyz",
+            state=lambda: f"answers {self._probe(self.scheduler_port, '/readyz')}",
         )
 
     def _controller_manager(self) -> ManagedProcess:
@@ -261,9 +265,10 @@ class FullCluster(ControlPlane):
         ]
 
     def _probe(self, port: int, path: str) -> int:
-        """GET a component's endpoint over TLS with the admin certificate; 0 when unreachable."""
+        """GET a component's endpoint over TLS with the admin certificate; 0 when unreachable
+        (in 2 s, scaled)."""
         conn = http.client.HTTPSConnection(
-            "127.0.0.1", port, context=self._ssl_context(), timeout=2
+            "127.0.0.1", port, context=self._ssl_context(), timeout=scaled(2)
         )
         try:
             conn.request("GET", path)
@@ -308,7 +313,8 @@ class FullCluster(ControlPlane):
     def wait_nodes_ready(self, names: Iterable[str], timeout: float | None = None) -> None:
         """Wait until the nodes are Ready (kwok) and schedulable: the not-ready taint the
         apiserver adds on create is gone (the node lifecycle controller removes it; without that
-        controller the harness does)."""
+        controller the harness does). `timeout` (default: the ready timeout) is scaled once, by
+        `_wait`; its error names the nodes still pending."""
         pending = set(names)
         assert self.kwok is not None
         untaint = "node-lifecycle-controller" not in self.controllers
@@ -326,7 +332,13 @@ class FullCluster(ControlPlane):
                     self.patch_node(name, {"spec": {"taints": kept or None}})
             return not pending
 
-        self._wait(self.kwok, ready, "simulated nodes Ready and untainted", timeout)
+        self._wait(
+            self.kwok,
+            ready,
+            "simulated nodes Ready and untainted",
+            timeout,
+            state=lambda: f"{len(pending)} pending: {', '.join(sorted(pending)[:10])}",
+        )
 
     def label_nodes(self, names: Iterable[str], labels: Mapping[str, str | None]) -> None:
         """Set (or, with None, remove) labels on nodes."""
@@ -400,6 +412,7 @@ class FullCluster(ControlPlane):
             self.controller_manager,
             lambda: self._get_status(path) == 200,
             f"ServiceAccount {namespace}/{name}",
+            state=lambda: f"GET answers {self._get_status(path)}",
         )
 
     # ----------------------------------------------------------------------- waiting
@@ -413,8 +426,9 @@ class FullCluster(ControlPlane):
         what: str = "",
     ) -> dict[str, Any]:
         """GET `path` until `predicate(body)` is truthy (404 gives an empty body); returns the
-        body. Raises TimeoutError with the last body's summary otherwise."""
-        deadline = time.monotonic() + timeout
+        body. Raises TimeoutError with the last body's summary once `timeout` s (scaled here:
+        `polling.scaled`) have passed."""
+        deadline = time.monotonic() + scaled(timeout)
         body: dict[str, Any] = {}
         while True:
             status, body = self.request("GET", path)
@@ -426,7 +440,7 @@ class FullCluster(ControlPlane):
                 return body
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"{what or path}: condition not met in {timeout:.0f}s; last state: "
+                    f"{what or path}: condition not met within {scaled(timeout):g} s; last state: "
                     f"{summarize(body)}\n{self.log_tails()}"
                 )
             time.sleep(interval)
@@ -447,19 +461,6 @@ class FullCluster(ControlPlane):
             f"--- {p.name} ({'running' if p.running() else 'stopped'}):\n{p.log_tail(lines)}"
             for p in self.component_processes()
         )
-
-    def _wait(
-        self, proc: ManagedProcess, ready: Any, what: str, timeout: float | None = None
-    ) -> None:
-        if timeout is None:
-            super()._wait(proc, ready, what)
-            return
-        saved = self._ready_timeout
-        self._ready_timeout = timeout
-        try:
-            super()._wait(proc, ready, what)
-        finally:
-            self._ready_timeout = saved
 
 
 def condition_true(obj: Mapping[str, Any], kind: str) -> bool:

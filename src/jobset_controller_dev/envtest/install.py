@@ -23,6 +23,7 @@ import yaml
 
 from jobset_controller_dev.envtest.binaries import repo_root
 from jobset_controller_dev.envtest.controlplane import ControlPlaneError
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.realnode import RealNode
 
 
@@ -97,7 +98,7 @@ def install_chart(node: RealNode, image: str, *, release: str, namespace: str) -
             "--set",
             f"image.tag={tag}",
             "--wait",
-            "--timeout=5m",
+            f"--timeout={scaled(300):.0f}s",
         ]
     )
     full = chart_fullname(release)
@@ -145,29 +146,38 @@ def uninstall_manifests(node: RealNode) -> None:
 
 
 def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None:
+    """`kubectl rollout status` of the controller's Deployment, for `timeout` s (scaled here:
+    `polling.scaled`); kubectl's error says which replicas it last saw."""
     node.cluster.kubectl(
         "rollout",
         "status",
         f"deployment/{install.deployment}",
         "-n",
         install.namespace,
-        f"--timeout={int(timeout)}s",
+        f"--timeout={scaled(timeout):.0f}s",
     )
 
 
 def wait_service_served(node: RealNode, namespace: str, service: str, timeout: float = 60) -> None:
     """Ready endpoints behind the Service, kube-proxy sending its traffic to exactly those (not
     to a pod a rollout just replaced), and a connection to its ClusterIP that gets through from
-    the node's network (as the API server's calls to a webhook do)."""
+    the node's network (as the API server's calls to a webhook do). Within `timeout` s (scaled
+    here: `polling.scaled`); the error says which of the three it last saw."""
     _, spec = node.cluster.request("GET", f"/api/v1/namespaces/{namespace}/services/{service}")
     address, port = spec["spec"]["clusterIP"], spec["spec"]["ports"][0]["port"]
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         ready = set(_ready_addresses(node, namespace, service))
-        if ready and _programmed(node, namespace, service) == ready and _connects(address, port):
+        programmed = _programmed(node, namespace, service)
+        connects = _connects(address, port)
+        if ready and programmed == ready and connects:
             return
         if time.monotonic() > deadline:
-            raise ControlPlaneError(f"service {namespace}/{service} not served in {timeout:g} s")
+            raise ControlPlaneError(
+                f"service {namespace}/{service} not served within {scaled(timeout):g} s "
+                f"(ready endpoints {sorted(ready)}, kube-proxy's {sorted(programmed)}, "
+                f"{address}:{port} {'connects' if connects else 'refuses or times out'})"
+            )
         time.sleep(0.2)
 
 
@@ -183,7 +193,7 @@ def _programmed(node: RealNode, namespace: str, service: str) -> set[str]:
 
 def _connects(address: str, port: int) -> bool:
     try:
-        with socket.create_connection((address, port), timeout=2):
+        with socket.create_connection((address, port), timeout=scaled(2)):
             return True
     except OSError:
         return False
@@ -205,7 +215,10 @@ def _ready_addresses(node: RealNode, namespace: str, service: str) -> list[str]:
 
 
 def run(argv: list[str], *, timeout: float = 300) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    """`argv`'s stdout; fails on a non-zero exit or after `timeout` s (scaled here)."""
+    result = subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=scaled(timeout)
+    )
     if result.returncode != 0:
         raise ControlPlaneError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
     return result.stdout

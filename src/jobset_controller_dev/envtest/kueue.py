@@ -48,6 +48,7 @@ import yaml
 
 from jobset_controller_dev.envtest.binaries import cache_root, repo_root
 from jobset_controller_dev.envtest.controlplane import ControlPlane, ControlPlaneError
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 KUEUE_VERSION = "v0.19.2"
@@ -420,29 +421,35 @@ class Kueue:
     def _env(self) -> dict[str, str]:
         return dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
 
-    def _healthy(self, path: str) -> bool:
+    def _health(self, path: str) -> str:
+        """How `path` on the health port answers ("200", "503", or the error); in 2 s, scaled."""
         try:
             url = f"http://127.0.0.1:{self.health_port}{path}"
-            with urllib.request.urlopen(url, timeout=2) as reply:
-                return bool(reply.status == 200)
-        except (OSError, urllib.error.URLError):
-            return False
+            with urllib.request.urlopen(url, timeout=scaled(2)) as reply:
+                return str(reply.status)
+        except urllib.error.HTTPError as error:
+            return str(error.code)
+        except (OSError, urllib.error.URLError) as error:
+            return f"no answer ({error})"
 
     def _wait_ready(self) -> None:
         """/readyz (the webhook server listens), then a dry-run create that goes through
-        Kueue's ResourceFlavor webhooks, proving the apiserver reaches them."""
+        Kueue's ResourceFlavor webhooks, proving the apiserver reaches them: within the ready
+        timeout, scaled here (`polling.scaled`); the error says which step it last saw fail."""
         assert self.process is not None
         probe = {
             "apiVersion": KUEUE_API_VERSION,
             "kind": "ResourceFlavor",
             "metadata": {"name": "kueue-envtest-probe"},
         }
-        deadline = time.monotonic() + self.ready_timeout
+        deadline = time.monotonic() + scaled(self.ready_timeout)
         last = ""
         while time.monotonic() < deadline:
             if not self.process.running():
                 raise ControlPlaneError(f"kueue exited:\n{self.process.log_tail(40)}")
-            if self._healthy("/readyz"):
+            readyz = self._health("/readyz")
+            last = f"/readyz: {readyz}"
+            if readyz == "200":
                 status, reply = self.cluster.request(
                     "POST", f"{KUEUE_API}/resourceflavors?dryRun=All", probe
                 )
@@ -451,7 +458,8 @@ class Kueue:
                 last = f"dry-run ResourceFlavor: {status} {reply.get('message', reply)}"
             time.sleep(0.2)
         raise ControlPlaneError(
-            f"kueue not ready in {self.ready_timeout:.0f}s ({last}):\n{self.process.log_tail(40)}"
+            f"kueue not ready within {scaled(self.ready_timeout):g} s ({last}):\n"
+            f"{self.process.log_tail(40)}"
         )
 
     def log_tail(self, lines: int = 30) -> str:

@@ -18,6 +18,7 @@ from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_tru
 from jobset_controller_dev.envtest.kueue import KUEUE_API, KUEUE_API_VERSION, QUEUE_NAME_LABEL
 from jobset_controller_dev.envtest.kwok_stages import RUN_DURATION_ANNOTATION
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
+from jobset_controller_dev.envtest.polling import scaled
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
@@ -149,6 +150,7 @@ class KueueNamespace:
         what: str,
         timeout: float = 60,
     ) -> dict[str, Any]:
+        """`FullCluster.wait_for` on the JobSet (which scales `timeout`)."""
         return self.cluster.wait_for(
             self.jobsets(name), predicate, timeout=timeout, what=f"JobSet {name}: {what}"
         )
@@ -171,6 +173,7 @@ class KueueNamespace:
         what: str,
         timeout: float = 60,
     ) -> list[dict[str, Any]]:
+        """`FullCluster.wait_for` on the JobSet's pods (which scales `timeout`)."""
         body = self.cluster.wait_for(
             f"/api/v1/namespaces/{self.ns}/pods?labelSelector={JOBSET_NAME}%3D{jobset_name}",
             lambda b: predicate(b.get("items") or []),
@@ -203,7 +206,9 @@ class KueueNamespace:
         what: str,
         timeout: float = 60,
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
+        """The JobSet's Workload once `predicate` holds for it, within `timeout` s (scaled here:
+        `polling.scaled`); the error gives the last Workload's conditions."""
+        deadline = time.monotonic() + scaled(timeout)
         wl: dict[str, Any] | None = None
         while time.monotonic() < deadline:
             wl = self.workload_of(jobset_name)
@@ -215,7 +220,8 @@ class KueueNamespace:
             for c in ((wl or {}).get("status") or {}).get("conditions") or []
         ]
         raise TimeoutError(
-            f"Workload of {jobset_name}: {what} not met in {timeout:.0f}s; conditions {conditions}"
+            f"Workload of {jobset_name}: {what} not met within {scaled(timeout):g} s; "
+            + (f"conditions {conditions}" if wl is not None else "no Workload")
         )
 
 

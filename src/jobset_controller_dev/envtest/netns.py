@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import parent_death_signal
 
 _CLONE_NEWNET = 0x40000000
@@ -67,7 +68,7 @@ class NetNamespace:
             preexec_fn=parent_death_signal(),
         )
         ours = os.readlink("/proc/self/ns/net")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while time.monotonic() < deadline:
             try:
                 if os.readlink(self.net_path) != ours:
@@ -77,7 +78,10 @@ class NetNamespace:
             if self._holder.poll() is not None:
                 raise NamespaceError(f"unshare exited with {self._holder.returncode}")
             time.sleep(0.02)
-        raise NamespaceError("the namespace holder did not unshare within 10 s")
+        raise NamespaceError(
+            f"the namespace holder did not unshare within {scaled(10):g} s "
+            f"({self.net_path} is still this process's network namespace)"
+        )
 
     def wrap(self, argv: Sequence[str], *, mount: bool = True) -> list[str]:
         """`argv` run inside the network (and, by default, the mount) namespace."""
@@ -86,7 +90,11 @@ class NetNamespace:
 
     def run(self, *argv: str, check: bool = True, mount: bool = True) -> str:
         result = subprocess.run(
-            self.wrap(argv, mount=mount), capture_output=True, text=True, check=False, timeout=60
+            self.wrap(argv, mount=mount),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=scaled(60),
         )
         if check and result.returncode != 0:
             raise NamespaceError(f"{' '.join(argv)}: {result.stderr.strip()}")

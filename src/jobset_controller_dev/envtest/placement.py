@@ -22,6 +22,7 @@ from typing import Any
 from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
 from jobset_controller_dev.envtest.controller import ControllerProcess, write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.webhooks import MUTATING, VALIDATING, pod_webhook_configuration
 
@@ -86,12 +87,15 @@ class PlacementController:
             args=["--leader-elect=false", "--log-format=json"],
         )
         expected = "leader-follower" if self.followers is not None else "affinity-in-job"
-        deadline = time.monotonic() + 90
-        while self.mode() != expected or process.probe("/readyz") != 200:
+        deadline = time.monotonic() + scaled(90)  # ready and in its mode, on a busy machine too
+        while (mode := self.mode()) != expected or (readyz := process.probe("/readyz")) != 200:
             if process.proc.poll() is not None or time.monotonic() > deadline:
+                code = process.proc.poll()
                 self.__exit__(None, None, None)
                 raise AssertionError(
-                    f"controller not ready in mode {expected}:\n{self.log.read_text()[-3000:]}"
+                    f"controller not ready in mode {expected} within {scaled(90):g} s (mode "
+                    f"{mode}, /readyz {readyz if mode == expected else 'not asked'}, exit code "
+                    f"{code}):\n{self.log.read_text()[-3000:]}"
                 )
             time.sleep(0.2)
         return self

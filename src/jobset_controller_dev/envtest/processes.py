@@ -26,6 +26,8 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from jobset_controller_dev.envtest.polling import scaled
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -86,14 +88,16 @@ class ManagedProcess:
         return self._popen is not None and self._popen.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Terminate, wait up to `timeout`, then kill. Safe to call twice."""
+        """Terminate, wait up to `timeout` s (scaled: `polling.scaled`; a busy machine shuts down
+        slower, and a kill it did not need would cost the clean stop), then kill. Safe to call
+        twice."""
         popen = self._popen
         if popen is None:
             return
         if popen.poll() is None:
             popen.terminate()
             try:
-                popen.wait(timeout)
+                popen.wait(scaled(timeout))
             except subprocess.TimeoutExpired:
                 popen.kill()
                 popen.wait()
@@ -190,9 +194,10 @@ def free_port() -> int:
 
 def health_status(port: int, path: str) -> int:
     """The HTTP status of `path` on the health probe server at 127.0.0.1:`port`; 0 when nothing
-    answers."""
+    answers (within 5 s, scaled: a busy machine answers late, not wrong)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        url = f"http://127.0.0.1:{port}{path}"
+        with urllib.request.urlopen(url, timeout=scaled(5)) as reply:
             return int(reply.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
@@ -205,20 +210,22 @@ def wait_healthy(
     *,
     running: Callable[[], bool],
     exited: Callable[[], Exception],
-    late: Callable[[], Exception],
+    late: Callable[[str], Exception],
     within: float,
     interval: float = 0.1,
     path: str = "/readyz",
 ) -> None:
     """Poll `path` on the health probe server at 127.0.0.1:`port` every `interval` s until it
-    answers 200. Raise `exited()` if `running()` turns false first, `late()` once `within` s
-    have passed: each caller names its own errors."""
-    deadline = time.monotonic() + within
-    while health_status(port, path) != 200:
+    answers 200. Raise `exited()` if `running()` turns false first, `late(seen)` once `within` s
+    (scaled: `polling.scaled`, here and nowhere else) have passed, `seen` saying what was waited
+    on and the last answer: each caller names its own errors."""
+    deadline = time.monotonic() + scaled(within)
+    while (status := health_status(port, path)) != 200:
         if not running():
             raise exited()
         if time.monotonic() > deadline:
-            raise late()
+            answer = f"HTTP {status}" if status else "no answer"
+            raise late(f"{path} on port {port} not 200 within {scaled(within):g} s ({answer})")
         time.sleep(interval)
 
 

@@ -41,6 +41,7 @@ import yaml
 
 from jobset_controller_dev.envtest.binaries import repo_root
 from jobset_controller_dev.envtest.controlplane import ControlPlaneError
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
 Vector = list[dict[str, Any]]
@@ -67,7 +68,7 @@ def ensure_prometheus_bin_dir() -> Path:
         capture_output=True,
         text=True,
         check=False,
-        timeout=600,
+        timeout=scaled(600),
     )
     if result.returncode != 0:
         raise ControlPlaneError(f"hack/prometheus.sh failed: {result.stderr.strip()[-2000:]}")
@@ -222,12 +223,15 @@ class Prometheus:
             self.workdir / "prometheus.log",
         )
         self.process.start()
-        deadline = time.monotonic() + self._ready_timeout
+        deadline = time.monotonic() + scaled(self._ready_timeout)  # the ready timeout, scaled
         while not self._ready():
             if not self.process.running():
                 raise ControlPlaneError(f"prometheus exited:\n{self.process.log_tail()}")
             if time.monotonic() > deadline:
-                raise ControlPlaneError(f"prometheus not ready:\n{self.process.log_tail()}")
+                raise ControlPlaneError(
+                    f"prometheus /-/ready not 200 within {scaled(self._ready_timeout):g} s:\n"
+                    f"{self.process.log_tail()}"
+                )
             time.sleep(0.2)
         return self
 
@@ -238,16 +242,17 @@ class Prometheus:
 
     def _ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as answer:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=scaled(2)) as answer:
                 return bool(answer.status == 200)
         except (urllib.error.URLError, OSError):
             return False
 
     def api(self, path: str, **params: str) -> Any:
-        """GET `/api/v1/<path>` and return its `data` (raises on an error answer)."""
+        """GET `/api/v1/<path>` and return its `data` (raises on an error answer, or after 10 s,
+        scaled)."""
         query = urllib.parse.urlencode(params)
         url = f"{self.url}/api/v1/{path}" + (f"?{query}" if query else "")
-        with urllib.request.urlopen(url, timeout=10) as answer:
+        with urllib.request.urlopen(url, timeout=scaled(10)) as answer:
             body = json.loads(answer.read())
         if body.get("status") != "success":
             raise ControlPlaneError(f"prometheus {path}: {body}")
@@ -267,8 +272,9 @@ class Prometheus:
     def wait_for(
         self, expr: str, check: Callable[[Vector], bool], *, within: float = 60.0
     ) -> Vector:
-        """Repeat `query(expr)` until `check` accepts it; raises with the targets' state if not."""
-        deadline = time.monotonic() + within
+        """Repeat `query(expr)` until `check` accepts it, for `within` s (scaled here:
+        `polling.scaled`); raises with the last result and the targets' state if not."""
+        deadline = time.monotonic() + scaled(within)
         while True:
             result = self.query(expr)
             if check(result):
@@ -279,16 +285,18 @@ class Prometheus:
                     for t in self.targets()
                 ]
                 raise AssertionError(
-                    f"{expr}: not as expected within {within} s: {result}; targets: {states}"
+                    f"{expr}: not as expected within {scaled(within):g} s: {result}; "
+                    f"targets: {states}"
                 )
             time.sleep(0.5)
 
     def promtool(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run promtool (e.g. `check`, `rules`, `FILE`); the caller checks the return code."""
+        """Run promtool (e.g. `check`, `rules`, `FILE`; up to 120 s, scaled); the caller checks
+        the return code."""
         return subprocess.run(
             [str(self.bin_dir / "promtool"), *args],
             capture_output=True,
             text=True,
             check=False,
-            timeout=120,
+            timeout=scaled(120),
         )

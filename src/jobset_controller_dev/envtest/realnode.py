@@ -50,6 +50,7 @@ from jobset_controller_dev.envtest.binaries import NODE_COMPONENTS
 from jobset_controller_dev.envtest.controlplane import ControlPlaneError
 from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
 from jobset_controller_dev.envtest.netns import NetNamespace
+from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import (
     ManagedProcess,
     free_port,
@@ -319,7 +320,14 @@ class RealNode:
             conditions = (node.get("status") or {}).get("conditions") or []
             return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
-        self.cluster._wait(self.kubelet, ready, f"node {NODE_NAME} Ready")
+        def conditions() -> str:
+            status, node = self.cluster.request("GET", f"/api/v1/nodes/{NODE_NAME}")
+            if status != 200:
+                return f"GET node answers {status}"
+            found = (node.get("status") or {}).get("conditions") or []
+            return ", ".join(f"{c.get('type')}={c.get('status')} {c.get('reason')}" for c in found)
+
+        self.cluster._wait(self.kubelet, ready, f"node {NODE_NAME} Ready", state=conditions)
 
     # ----------------------------------------------------------------------- kube-proxy, DNS
     def _start_kube_proxy(self) -> None:
@@ -419,7 +427,9 @@ class RealNode:
         return pids
 
     def _remove_cgroups(self) -> None:
-        deadline = time.monotonic() + 10
+        """Remove the node's cgroups, leaves first; a cgroup whose last task is still exiting
+        is retried for 10 s (scaled)."""
+        deadline = time.monotonic() + scaled(10)
         for name in _CGROUP_V1:
             root = Path("/sys/fs/cgroup") / name / self._cgroup_root
             if not root.exists():
@@ -458,7 +468,13 @@ def _rmdir_until(path: Path, deadline: float) -> None:
             return
         except OSError:
             if time.monotonic() > deadline:
-                raise ControlPlaneError(f"cgroup {path} is still in use") from None
+                try:
+                    tasks = (path / "cgroup.procs").read_text().split()
+                except OSError:
+                    tasks = []
+                raise ControlPlaneError(
+                    f"cgroup {path} is still in use (processes {tasks or 'none'})"
+                ) from None
             time.sleep(0.1)
 
 

@@ -147,17 +147,19 @@ class UpstreamController:
 
     def wait_ready(self, within: float = 60) -> None:
         """Until /readyz answers 200 (upstream: certificates ready and the webhook server
-        started); fail if the process exits first or `within` s pass."""
+        started); fail if the process exits first or `within` s pass (scaled once, by
+        `wait_healthy`)."""
         wait_healthy(
             self.health_port,
             running=self.process.running,
             exited=lambda: UpstreamMissing(f"upstream exited:\n{self.process.log_tail()}"),
-            late=lambda: TimeoutError(
-                f"upstream not ready in {within:g} s:\n{self.process.log_tail()}"
+            late=lambda seen: TimeoutError(
+                f"upstream not ready: {seen}:\n{self.process.log_tail()}"
             ),
             within=within,
         )
 
     def stop(self, timeout: float = 30) -> None:
-        """SIGTERM (as a rollout does), then SIGKILL after `timeout` s."""
+        """SIGTERM (as a rollout does), then SIGKILL after `timeout` s (scaled once, by
+        `ManagedProcess.stop`)."""
         self.process.stop(timeout)

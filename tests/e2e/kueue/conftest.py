@@ -15,8 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +25,8 @@ from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kueue import Kueue
 from jobset_controller_dev.envtest.kueue_objects import KueueNamespace
-from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
+from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.processes import free_port, processes_mentioning, wait_healthy
 
 KEEP = os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1"
 
@@ -94,23 +93,27 @@ def jobset_controller(
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as reply:
-                if reply.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"jobset-controller not ready:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)  # poll interval of the wait for /readyz
+    try:
+        wait_healthy(  # scales its `within`
+            health,
+            running=lambda: proc.poll() is None,
+            exited=lambda: AssertionError(
+                f"jobset-controller exited {proc.poll()}:\n{log.read_text()[-3000:]}"
+            ),
+            late=lambda seen: AssertionError(
+                f"jobset-controller not ready: {seen}:\n{log.read_text()[-3000:]}"
+            ),
+            within=60,
+            interval=0.2,
+        )
+    except AssertionError:
+        proc.kill()
+        raise
     try:
         yield proc
     finally:
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=60)
+        code = proc.wait(timeout=scaled(60))
         assert code == 0, f"jobset-controller exited {code}:\n{log.read_text()[-3000:]}"
 
 
