@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The suite's Python-dependent parts again on every other CPython the project supports
+# (requires-python >= 3.11; the release image's default base is 3.12, Debian 13's python3 is 3.13):
+# the unit tier, and the integration tests of what talks TLS (the API client and its kubeconfig
+# contexts, the webhook server, internal certificates, secure metrics).
+#
+#   hack/test-pythons.sh [pytest args]     run by hack/test.sh after the main run
+#
+# Each interpreter found (python3.X on PATH, else pyenv's newest 3.X.*) other than the main
+# one gets a virtualenv of its own, .venv-3.X, made again only when pyproject.toml changed.
+# An interpreter not found is said, not failed: the machines differ; the line names it.
+# Needs the tools hack/test-env.sh exports (JOBSET_K8S_BIN for the integration tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+main_version=$("${JOBSET_VENV:-.venv}/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+versions=(${JOBSET_TEST_PYTHONS:-3.11 3.12 3.13})
+integration=(
+  tests/integration/test_client.py
+  tests/integration/test_webhooks.py
+  tests/integration/test_internal_certificates.py
+  tests/integration/test_metrics_security.py
+)
+
+find_python() {  # the interpreter for version $1, or nothing
+  local version=$1 candidate
+  if candidate=$(command -v "python$version" 2>/dev/null); then
+    echo "$candidate"
+    return
+  fi
+  for candidate in $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".* 2>/dev/null | sort -V -r); do
+    if [ -x "$candidate/bin/python$version" ]; then
+      echo "$candidate/bin/python$version"
+      return
+    fi
+  done
+}
+
+status=0
+for version in "${versions[@]}"; do
+  [ "$version" = "$main_version" ] && continue
+  interpreter=$(find_python "$version")
+  if [ -z "$interpreter" ]; then
+    echo "==> python $version: not found on this machine (PATH, pyenv): not run"
+    continue
+  fi
+  echo "==> python $version ($interpreter): unit tier and TLS integration tests"
+  JOBSET_VENV=".venv-$version" PYTHON="$interpreter" bash -c '
+    set -euo pipefail
+    . hack/test-env.sh
+    test_venv >/dev/null
+  '
+  if ! ".venv-$version/bin/pytest" -p no:cacheprovider -q -n "${JOBSET_TEST_WORKERS:-4}" \
+      --dist loadgroup tests/unit "${integration[@]}" "$@"; then
+    status=1
+  fi
+done
+exit $status
