@@ -57,7 +57,7 @@ from jobset_controller.api.constants import (
     PLURAL,
     VERSION,
 )
-from jobset_controller.runtime.interrupts import StopSignals
+from jobset_controller.runtime.interrupts import StopSignals, by_signal
 
 # What the agent's ServiceAccount needs, in the pod's namespace (each with why): the RBAC example
 # (manifests/in-place-restart-agent, the chart's `inPlaceRestartAgent`) is generated from it.
@@ -387,7 +387,7 @@ async def _main(env: Env, kubeconfig: str | None, stops: StopSignals) -> int:
             assert main is not None
             main.cancel()  # still connecting
         else:
-            agent.finish(128 + signum)
+            agent.finish(by_signal(signum))
 
     stops.attach(on_signal)
     settings = ClientSettings(user_agent="in-place-restart-agent", request_timeout=30.0)
@@ -396,11 +396,11 @@ async def _main(env: Env, kubeconfig: str | None, stops: StopSignals) -> int:
     except asyncio.CancelledError:
         if stops.received is None:
             raise
-        return 128 + stops.received
+        return by_signal(stops.received)
     try:
         agent = Agent(env, client)
         if stops.received is not None:
-            agent.finish(128 + stops.received)
+            agent.finish(by_signal(stops.received))
         return await agent.run()
     finally:
         await client.close()
@@ -419,6 +419,8 @@ def main(argv: Sequence[str] | None = None, *, stops: StopSignals | None = None)
         help="where the pod's namespace is read (default: the ServiceAccount's)",
     )
     args = parser.parse_args(argv)
+    stops = stops or StopSignals()
+    stops.exit_with(by_signal)  # 128+n, at once until the loop runs, as the docstring says
     try:
         env = read_env(os.environ, args.namespace_file)
     except EnvError as error:
@@ -427,7 +429,7 @@ def main(argv: Sequence[str] | None = None, *, stops: StopSignals | None = None)
     mode = "sidecar" if env.sidecar else "main container"
     log("starting", jobset=env.jobset_name, pod=env.pod_name, mode=mode)
     try:
-        return asyncio.run(_main(env, args.kubeconfig, stops or StopSignals()))
+        return asyncio.run(_main(env, args.kubeconfig, stops))
     except Exception as error:
         print(f"in-place-restart-agent: {error}", file=sys.stderr)
         return 1

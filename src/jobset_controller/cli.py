@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from jobset_controller import __version__
 from jobset_controller.api import FeatureGates
-from jobset_controller.runtime.interrupts import StopSignals
+from jobset_controller.runtime.interrupts import StopSignals, by_signal
 from jobset_controller.tools.commands import (
     add_plan_parser,
     add_status_parser,
@@ -226,6 +226,8 @@ def _add_run_parser(commands: Any) -> None:
 
 
 def _run(args: argparse.Namespace, stops: StopSignals) -> int:
+    # Before the loop runs nothing needs stopping: a signal until then exits 0 at once.
+    stops.exit_with(0)
     import asyncio
 
     from jobset_controller.config import ConfigError, load_configuration
@@ -357,6 +359,8 @@ def main(
 
         return agent.main(argv[1:], stops=stops)
     args = build_parser(prog).parse_args(argv)
+    if args.command in ("validate", "plan", "version"):
+        stops.exit_with(by_signal)  # no loop, nothing to clean up: as any program ends
     if args.command == "version":
         print(__version__)
         return 0

@@ -53,7 +53,7 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     try:
         yield name
     finally:
-        control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+        control_plane.delete_namespace(name)
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def controller_account(
         with shipped_rbac(control_plane, home, [CONTROLLER_ACCOUNT], directory) as kubeconfigs:
             yield home, kubeconfigs[CONTROLLER_ACCOUNT]
     finally:
-        control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+        control_plane.delete_namespace(home)
 
 
 @pytest.fixture(scope="session")

@@ -371,7 +371,7 @@ def controller_identity(control_plane: ControlPlane, tmp_path: Path) -> Iterator
     home = f"jobset-chaos-{uuid.uuid4().hex[:6]}"
     with shipped_rbac(control_plane, home, [ACCOUNT], tmp_path) as kubeconfigs:
         yield kubeconfigs[ACCOUNT], service_account_user(home, ACCOUNT)
-    control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+    control_plane.delete_namespace(home)
 
 
 @contextlib.asynccontextmanager

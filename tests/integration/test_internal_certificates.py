@@ -252,7 +252,7 @@ def install(
             for replica in setup.replicas:
                 replica.stop()
             _cleanup(control_plane)
-            control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+            control_plane.delete_namespace(home)
 
 
 def _cleanup(plane: ControlPlane) -> None:
@@ -446,4 +446,4 @@ async def test_not_ready_until_the_certificate_is_served(
         assert x509.load_der_x509_certificate(served) == x509.load_pem_x509_certificate(on_disk)
     finally:
         replica.stop()
-        control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+        control_plane.delete_namespace(home)

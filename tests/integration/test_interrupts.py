@@ -314,7 +314,7 @@ def test_run_exits_0_soon_after_sigterm_or_sigint_from_its_first_line_to_steady_
                 code, took = command.signal_and_time(signum, SHUTDOWN_WITHIN)
                 runs.append((delay, code, took, command.stderr.decode(errors="replace")))
     finally:
-        control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+        control_plane.delete_namespace(home)
     check_runs(runs, expected=0, bound=SHUTDOWN_WITHIN)
 
 

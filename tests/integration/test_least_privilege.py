@@ -175,7 +175,7 @@ async def controller_as_service_account(
             await kube.request("DELETE", f"{MUTATING}/{mutating['metadata']['name']}")
             await kube.request("DELETE", f"{VALIDATING}/{validating['metadata']['name']}")
             assert proc.stop(30) == 0, proc.tail()
-            control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+            control_plane.delete_namespace(home)
 
 
 async def _exercise_pod_placement(kube: KubeClient, namespace: str) -> None:

@@ -28,6 +28,7 @@ a thread, must answer 200 every time, each answer within 5 s.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -150,7 +151,7 @@ async def quota_namespace(control_plane: ControlPlane, kube: KubeClient) -> Asyn
     try:
         yield name
     finally:
-        await kube.request("DELETE", f"/api/v1/namespaces/{name}")
+        await asyncio.to_thread(control_plane.delete_namespace, name)
 
 
 async def test_a_catastrophic_pattern_and_huge_replicas_do_not_stall_the_controller(

@@ -104,7 +104,7 @@ def running(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Running]:
         finally:
             assert process.stop(30) == 0, process.tail()
             control_plane.request("DELETE", binding)
-            control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+            control_plane.delete_namespace(home)
 
 
 def test_metrics_need_a_token_the_api_server_authorises(running: Running) -> None:

@@ -36,7 +36,7 @@ def restricted(control_plane: ControlPlane) -> Iterator[str]:
     try:
         yield name
     finally:
-        control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+        control_plane.delete_namespace(name)
 
 
 def kustomize_deployment(control_plane: ControlPlane) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def identity(control_plane: ControlPlane, tmp_path: Path) -> Iterator[tuple[str,
         with shipped_rbac(control_plane, home, [ACCOUNT], tmp_path) as kubeconfigs:
             yield home, kubeconfigs[ACCOUNT]
     finally:
-        control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+        control_plane.delete_namespace(home)
 
 
 def _role_path(home: str) -> str:

@@ -117,7 +117,7 @@ def run_controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Cont
             yield process
         finally:
             process.stop(30)
-    control_plane.request("DELETE", f"/api/v1/namespaces/{home}")
+    control_plane.delete_namespace(home)
 
 
 def _log_messages(log: Path) -> list[dict[str, Any]]:

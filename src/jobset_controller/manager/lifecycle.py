@@ -25,8 +25,9 @@ However the run ends, every started group is cancelled (newest first) before the
 Time: every wait the manager makes is measured on its one Clock, which it hands to every piece
 it builds that waits (queue, workers, informers, leader election, Events, certificates, the
 placement probe), so their timing guarantees are tested on the fake clock. Below them, the HTTP
-transports' socket timeouts (runtime/http1client.py, http1server.py) and the credential file's re-read
-interval (runtime/kubeconfig.py) run on the loop's monotonic time: I/O deadlines, not decisions.
+transports' socket timeouts (runtime/http1client.py, http1server.py) and the credential file's
+re-read interval (runtime/kubeconfig.py) run on the loop's monotonic time: I/O deadlines, not
+decisions.
 """
 
 from __future__ import annotations

@@ -7,19 +7,24 @@ and every process such a job starts) therefore never reacted to it: `status --wa
 kept refreshing for ever. Go's `signal.Notify`, which kubectl and upstream's manager use, takes
 the signal whatever its inherited disposition; `StopSignals` does the same.
 
-Why it is installed before the event loop runs: a signal that lands while the command starts
-(imports, reading a kubeconfig, connecting) is recorded and acted on as soon as the loop exists,
-instead of a KeyboardInterrupt traceback or a death half-way through start. What is left is the
-interpreter's own start, before any of our code runs: a signal there ends the process as it
-ends any program (by the signal).
+Why it is installed before anything else: the installed commands (jobset_controller.console)
+take the signals before they import the rest. A signal that lands while a command starts is
+recorded; once the command has said how an interruption ends it (`exit_with`), a signal before
+its event loop runs ends it at once with that code (there is nothing to clean up yet: no
+connection, no child, no write), instead of a KeyboardInterrupt traceback or a death half-way,
+and instead of finishing a start-up that a loaded machine makes slow. From the loop on, the
+command's own stop path runs (`attach`). What is left is the interpreter's own start, before any
+of our code runs: a signal there ends the process as it ends any program (by the signal).
 
 Guarantees:
 - `install()` (main thread) takes SIGINT and SIGTERM at once, ignored at exec or not; the first
   one received is kept in `received`.
+- `exit_with(code)`: from then until `attach`, a signal (or one received already) raises
+  SystemExit(code(signum)).
 - `attach(on_stop)` (inside the running loop) hands every later signal to `on_stop(signum)` from
   the loop, and calls it once, soon, for a signal received before it.
-- `run(main, interrupted=code)` runs a tool's coroutine: a stop signal cancels it and the
-  command returns `code`; any other outcome is main's own.
+- `run(main)` runs a tool's coroutine: a stop signal cancels it and the command returns the
+  code given to `exit_with` (128 + n when none was); any other outcome is main's own.
 """
 
 from __future__ import annotations
@@ -35,22 +40,36 @@ from typing import Any, Final
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
+def by_signal(signum: int) -> int:
+    """The shell's exit status of a process ended by signal `signum`: 128 + n."""
+    return 128 + signum
+
+
 class StopSignals:
     """SIGINT and SIGTERM for one command (module docstring)."""
 
     def __init__(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
         self.signals = signals
         self.received: int | None = None
+        self._exit: Callable[[int], int] | None = None
         self._on_stop: Callable[[int], None] | None = None
+        self._attached = False
         self._installed = False
 
     def install(self) -> StopSignals:
-        """Take the signals now (main thread, before any loop): each is recorded until
-        `attach` gives it somewhere to go."""
+        """Take the signals now (main thread, before any loop): each is recorded until the
+        command says what an interruption means (`exit_with`, `attach`)."""
         for signum in self.signals:
             signal.signal(signum, self._record)
         self._installed = True
         return self
+
+    def exit_with(self, code: int | Callable[[int], int]) -> None:
+        """An interruption ends this command with `code` (or `code(signum)`): at once while no
+        loop runs (raising SystemExit here if a signal came already), and as `run`'s result."""
+        self._exit = code if callable(code) else (lambda _signum: code)
+        if self.received is not None and not self._attached:
+            raise SystemExit(self._exit(self.received))
 
     def attach(self, on_stop: Callable[[int], None]) -> None:
         """From the running loop on, hand each signal to `on_stop`; one received earlier is
@@ -59,6 +78,7 @@ class StopSignals:
 
         loop = asyncio.get_running_loop()
         self._on_stop = on_stop
+        self._attached = True
         for signum in self.signals:
             loop.add_signal_handler(signum, self._deliver, signum)
         if self.received is not None:
@@ -68,15 +88,18 @@ class StopSignals:
         del frame
         if self.received is None:
             self.received = signum
+        if self._exit is not None and not self._attached:
+            raise SystemExit(self._exit(signum))
 
     def _deliver(self, signum: int) -> None:
-        self._record(signum, None)
+        if self.received is None:
+            self.received = signum
         if self._on_stop is not None:
             self._on_stop(signum)
 
-    def run(self, main: Callable[[], Coroutine[Any, Any, int]], *, interrupted: int) -> int:
+    def run(self, main: Callable[[], Coroutine[Any, Any, int]]) -> int:
         """Run `main()` in a new event loop; a stop signal (before or during it) cancels it and
-        the result is `interrupted`."""
+        the result is the interruption's code (`exit_with`)."""
         import asyncio
 
         async def guarded() -> int:
@@ -92,7 +115,7 @@ class StopSignals:
             except asyncio.CancelledError:
                 if self.received is None:
                     raise
-                return interrupted
+                return (self._exit or by_signal)(self.received)
 
         try:
             return asyncio.run(guarded())

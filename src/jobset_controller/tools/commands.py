@@ -125,6 +125,8 @@ def run_status(
     from jobset_controller.tools.documents import is_utf8, one_line
 
     out = out or sys.stdout
+    stops = stops or StopSignals()
+    stops.exit_with(0)  # the watch ended as asked; before the loop runs, at once
     if args.interval <= 0:
         print("jobset-controller: --interval: must be positive", file=sys.stderr)
         return 2
@@ -143,8 +145,7 @@ def run_status(
     except KubeconfigError as error:
         print(one_line(f"error: {error}"), file=sys.stderr)
         return 2
-    stops = stops or StopSignals()
-    return stops.run(lambda: _status(target, args, out), interrupted=0)
+    return stops.run(lambda: _status(target, args, out))
 
 
 async def _status(target: Target, args: argparse.Namespace, out: TextIO) -> int:

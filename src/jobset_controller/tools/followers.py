@@ -67,6 +67,8 @@ def run_release_followers(
 ) -> int:
     """Release the gated followers; SIGINT or SIGTERM (`stops`) ends it with 1 (not finished)."""
     out = out or sys.stdout
+    stops = stops or StopSignals()
+    stops.exit_with(1)  # not finished
     if args.interval <= 0 or args.timeout < 0:
         print("jobset-controller: --interval must be positive, --timeout >= 0", file=sys.stderr)
         return 2
@@ -76,8 +78,7 @@ def run_release_followers(
         print(f"error: {error}", file=sys.stderr)
         return 2
     namespace = None if args.all_namespaces else target.namespace
-    stops = stops or StopSignals()
-    return stops.run(lambda: _release(target, namespace, args, out), interrupted=1)
+    return stops.run(lambda: _release(target, namespace, args, out))
 
 
 async def _release(
