@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,7 @@ MAX_RESTARTS = "ReachedMaxRestarts", "jobset failed due to reaching max number o
 SUSPENDED = ("Suspended", "TrainJob is suspended")
 RESUMED = ("Resumed", "TrainJob is resumed")
 RECONCILE_FAILED = "TrainJobResourcesCreationFailed"
+Predicate = Callable[[dict[str, Any]], object]
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,9 @@ class Namespace:
         assert status == 201, f"POST {collection}: {status} {reply}"
         return reply
 
-    def trainjob(self, name: str, runtime: str, kind: str = "ClusterTrainingRuntime", **spec: Any):
+    def trainjob(
+        self, name: str, runtime: str, kind: str = "ClusterTrainingRuntime", **spec: Any
+    ) -> dict[str, Any]:
         return self.create(
             f"{TRAINER_API}/namespaces/{self.ns}/trainjobs",
             {
@@ -181,7 +184,9 @@ class Namespace:
         ]
 
     # ------------------------------------------------------------------ waiting
-    def wait_trainjob(self, name: str, predicate: Any, what: str, timeout: float = 90):
+    def wait_trainjob(
+        self, name: str, predicate: Predicate, what: str, timeout: float = 90
+    ) -> dict[str, Any]:
         """`FullCluster.wait_for` on the TrainJob (which scales `timeout`)."""
         return self.cluster.wait_for(
             f"{TRAINER_API}/namespaces/{self.ns}/trainjobs/{name}",
@@ -190,7 +195,9 @@ class Namespace:
             what=f"TrainJob {self.ns}/{name}: {what}",
         )
 
-    def wait_jobset(self, name: str, predicate: Any, what: str, timeout: float = 60):
+    def wait_jobset(
+        self, name: str, predicate: Predicate, what: str, timeout: float = 60
+    ) -> dict[str, Any]:
         """`FullCluster.wait_for` on the JobSet (which scales `timeout`)."""
         return self.cluster.wait_for(
             f"{JOBSETS.format(ns=self.ns)}/{name}",
