@@ -48,6 +48,11 @@ test_tools() {
   export JOBSET_KUEUE_BIN
   echo "using $JOBSET_KUEUE_BIN"
 
+  step "kubeflow trainer"
+  JOBSET_TRAINER_BIN=$(hack/trainer.sh | tail -n 1)  # Trainer v2.0.0 for the `trainer` e2e tests
+  export JOBSET_TRAINER_BIN
+  echo "using $JOBSET_TRAINER_BIN"
+
   step "upstream jobset"
   # Upstream's controller v0.12.0, its manifests and chart (the differential, swap and
   # chart-swap tests run it as the other side), built once from the Go module proxy like Kueue.

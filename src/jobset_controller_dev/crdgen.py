@@ -90,6 +90,22 @@ _SPECIAL_REFS: dict[str, Schema] = {
 }
 
 
+# Pod-template structs upstream's CRD marks `x-kubernetes-map-type: atomic` although the API
+# server's OpenAPI does not: each inlines the atomic core/v1 LocalObjectReference, and
+# controller-gen carries an inlined struct's markers over to the struct that embeds it. Server-side
+# apply replaces an atomic struct whole and merges any other field by field, so without the mark
+# a client's apply (Kubeflow Trainer's, for one) owns other fields here than on upstream's CRD.
+UPSTREAM_ATOMIC_STRUCTS = frozenset(
+    {
+        "io.k8s.api.core.v1.ConfigMapVolumeSource",  # volumes[].configMap
+        "io.k8s.api.core.v1.ConfigMapProjection",  # volumes[].projected.sources[].configMap
+        "io.k8s.api.core.v1.SecretProjection",  # volumes[].projected.sources[].secret
+        "io.k8s.api.core.v1.ConfigMapEnvSource",  # *containers[].envFrom[].configMapRef
+        "io.k8s.api.core.v1.SecretEnvSource",  # *containers[].envFrom[].secretRef
+    }
+)
+
+
 def _is_empty_default(value: Any) -> bool:
     return value in ({}, [], "", 0, False, None)
 
@@ -117,6 +133,8 @@ class StructuralConverter:
                 out = copy.deepcopy(_SPECIAL_REFS[name])
             else:
                 out = self.convert(self._components[name], (*stack, name))
+            if name in UPSTREAM_ATOMIC_STRUCTS:
+                out["x-kubernetes-map-type"] = "atomic"
             self._copy_annotations(schema, out)
             return out
         out = {}

@@ -3,16 +3,22 @@
 A scenario's view at a checkpoint (`view`) holds, for its namespace:
 - `jobset`: the JobSet's labels, annotations, finalizers, spec (as admitted: defaulted by the
   webhook and the CRD) and status (conditions as type/status/reason/message, restarts, every
-  counter, replicatedJobsStatus by name, terminalState); absent when the JobSet is gone;
+  counter, replicatedJobsStatus by name, terminalState), and `statusOrder`: the order of every
+  list in status as stored (condition types, replicatedJobsStatus names), which a client reading
+  `replicatedJobsStatus[0]` sees; absent when the JobSet is gone;
 - `jobs`: each child Job by name: labels, annotations, owner references, and spec;
 - `services`, `pvcs`: each by name: labels, annotations, owner references, spec;
+- for the JobSet and each child, `managers`: the (manager, operation, subresource) of every
+  managedFields entry, sorted: who wrote the object and how, as a client listing managedFields
+  or applying with a conflicting manager sees it;
 - `events`: the distinct (type, reason, message) of the Events about JobSets in the namespace;
 - `creation`: the order in which Jobs were created (see `creation_rounds`).
 
 Normalised: uids (anywhere in a string, and the uid-valued labels) become `<uid>`; the random
-five-character suffix of a pod name becomes `<pod>`; resourceVersions, timestamps, managedFields,
-generation, the Service's allocated cluster IPs and a claim's bound volume name are left out. The
-namespaces and JobSet names are the same on both sides, so names need no mapping.
+five-character suffix of a pod name becomes `<pod>`; resourceVersions, timestamps, the fields
+managedFields lists (its managers and operations are kept), generation, the Service's allocated
+cluster IPs and a claim's bound volume name are left out. The namespaces and JobSet names are the
+same on both sides, so names need no mapping.
 
 `differences(upstream, ours)` walks both views and returns one `Difference` per path where they
 disagree (a missing key is `ABSENT`).
@@ -84,6 +90,12 @@ def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "deletionTimestamp" in meta:
         kept["deleting"] = True
+    kept["managers"] = sorted(
+        {
+            (m.get("manager", ""), m.get("operation", ""), m.get("subresource", ""))
+            for m in meta.get("managedFields") or ()
+        }
+    )
     return kept
 
 
@@ -91,15 +103,18 @@ def jobset_view(js: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if js is None:
         return None
     status = dict(js.get("status") or {})
-    conditions = {
-        c["type"]: {k: c.get(k) for k in ("status", "reason", "message")}
-        for c in status.pop("conditions", None) or ()
-    }
-    replicated = {r["name"]: r for r in status.pop("replicatedJobsStatus", None) or ()}
+    listed = status.pop("conditions", None) or ()
+    conditions = {c["type"]: {k: c.get(k) for k in ("status", "reason", "message")} for c in listed}
+    entries = status.pop("replicatedJobsStatus", None) or ()
+    replicated = {r["name"]: r for r in entries}
     return {
         "metadata": _meta(js),
         "spec": js.get("spec"),
         "status": {**status, "conditions": conditions, "replicatedJobsStatus": replicated},
+        "statusOrder": {
+            "conditions": [c["type"] for c in listed],
+            "replicatedJobsStatus": [r["name"] for r in entries],
+        },
     }
 
 

@@ -25,7 +25,6 @@ that started them); the two clusters then run every scenario at the same time.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import ssl
@@ -53,6 +52,7 @@ from jobset_controller_dev.envtest.nodes import (
 from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import UpstreamController, upstream_crds
+from jobset_controller_dev.envtest.webhooks import upstream_webhook_configurations
 
 UPSTREAM = "upstream"
 OURS = "ours"
@@ -63,16 +63,6 @@ RESERVED_EXCLUSIVE = "exclusive"
 NO_SCHEDULE_TAINT = "alpha.jobset.sigs.k8s.io/no-schedule"
 AFFINITY_RACKS = (4, 5, 6, 7)
 NODE_SELECTOR_RACKS = (8, 9)
-
-MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-JOBSET_RULE = {
-    "apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
-}  # fmt: skip
-POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
-POD_SELECTOR = {
-    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
-}
 
 
 def node_layout() -> list[NodeSpec]:
@@ -100,44 +90,6 @@ def node_layout() -> list[NodeSpec]:
     for rack in NODE_SELECTOR_RACKS:
         nodes.append(reserved(rack, {}, {"key": NO_SCHEDULE_TAINT, "effect": "NoSchedule"}))
     return nodes
-
-
-def webhook_configurations(base: str, ca: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """Upstream's two webhook configurations (names, webhooks, paths, rules, the chart's pod
-    objectSelector), calling `base` by URL with `ca`."""
-    bundle = base64.b64encode(ca).decode()
-
-    def hook(name: str, path: str, rule: dict[str, Any], operations: list[str]) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "name": name,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "clientConfig": {"url": base + path, "caBundle": bundle},
-            "rules": [{**rule, "operations": operations}],
-        }
-        if rule is POD_RULE:
-            body["objectSelector"] = POD_SELECTOR
-        return body
-
-    return [
-        (MUTATING, {
-            "metadata": {"name": "jobset-mutating-webhook-configuration"},
-            "webhooks": [
-                hook("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", JOBSET_RULE,
-                     ["CREATE"]),
-                hook("mpod.kb.io", "/mutate--v1-pod", POD_RULE, ["CREATE"]),
-            ],
-        }),
-        (VALIDATING, {
-            "metadata": {"name": "jobset-validating-webhook-configuration"},
-            "webhooks": [
-                hook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", JOBSET_RULE,
-                     ["CREATE", "UPDATE"]),
-                hook("vpod.kb.io", "/validate--v1-pod", POD_RULE, ["CREATE"]),
-            ],
-        }),
-    ]  # fmt: skip
 
 
 _SAMPLE = re.compile(
@@ -222,7 +174,8 @@ class Side:
             ip_addresses=("127.0.0.1",), server=True,
         )  # fmt: skip
         port = free_port()
-        for path, body in webhook_configurations(f"https://127.0.0.1:{port}", cluster.ca.cert_pem):
+        base = f"https://127.0.0.1:{port}"
+        for path, body in upstream_webhook_configurations(base, cluster.ca.cert_pem):
             status, reply = cluster.request("POST", path, body)
             assert status == 201, reply
         sections: dict[str, Any] = {

@@ -624,6 +624,27 @@ def converge(cluster: FullCluster, ns: str, before: Snapshot) -> None:
     }  # fmt: skip
 
 
+def controller_managers(cluster: FullCluster, ns: str) -> dict[str, set[str]]:
+    """The field managers of the JobSet controllers' writes, per object of `ns`: a JobSet's
+    status writes, and every write of a Job or Service but a status one (the Job controller's).
+    Both controllers write as upstream's manager name (api.constants.FIELD_MANAGER), so an
+    object written by one and then the other carries that one name."""
+    found: dict[str, set[str]] = {}
+    paths = {
+        "JobSet": jobsets_path(ns),
+        "Job": f"/apis/batch/v1/namespaces/{ns}/jobs",
+        "Service": f"/api/v1/namespaces/{ns}/services",
+    }
+    for kind, path in paths.items():
+        for item in cluster.list_items(path):
+            entries = item["metadata"].get("managedFields") or ()
+            status = [e for e in entries if e.get("subresource") == "status"]
+            written = status if kind == "JobSet" else [e for e in entries if e not in status]
+            if written:
+                found[f"{kind}/{item['metadata']['name']}"] = {e["manager"] for e in written}
+    return found
+
+
 def delete_a_follower(cluster: FullCluster, ns: str) -> str:
     """Delete a running follower of the holder's first Job (the Job controller recreates it,
     backoffLimit 3); return the Job's name."""

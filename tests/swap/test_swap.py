@@ -23,6 +23,7 @@ from tests.swap.harness import (
     Bench,
     Running,
     assert_untouched,
+    controller_managers,
     converge,
     create_states,
     delete_a_follower,
@@ -35,6 +36,7 @@ from tests.swap.harness import (
     until,
 )
 
+from jobset_controller.api.constants import FIELD_MANAGER
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.processes import free_port
@@ -45,6 +47,14 @@ JOBSETS = 9
 def stopped(controller: Running) -> None:
     code = controller.stop()
     assert code in (0, None), f"{controller.side} exited {code}:\n{controller.tail()}"
+
+
+def one_manager_name(cluster: FullCluster, ns: str) -> None:
+    """Every JobSet, Job and Service both controllers wrote carries one field manager: the
+    "restarting" JobSet's status (upstream's before the swap, ours after it) included."""
+    found = controller_managers(cluster, ns)
+    assert "JobSet/restarting" in found, found
+    assert {name: sorted(m) for name, m in found.items() if m != {FIELD_MANAGER}} == {}
 
 
 def test_upgrade_upstream_to_ours_touches_nothing_and_places_upstreams_pods(
@@ -70,6 +80,7 @@ def test_upgrade_upstream_to_ours_touches_nothing_and_places_upstreams_pods(
         free_the_racks(cluster, ns)
         until(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed")
         converge(cluster, ns, before)
+        one_manager_name(cluster, ns)
     finally:
         stopped(ours)
 
@@ -143,6 +154,7 @@ def test_rollback_ours_to_upstream_with_gated_followers(
             (j.get("status") or {}).get("failed", 0) == 0 for j in jobs(cluster, ns, "waiting")
         )
         converge(cluster, ns, before)
+        one_manager_name(cluster, ns)
     finally:
         stopped(upstream)
 

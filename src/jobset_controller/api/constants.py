@@ -19,6 +19,14 @@ LIST_KIND: Final = "JobSetList"
 PLURAL: Final = "jobsets"
 SINGULAR: Final = "jobset"
 
+# The field manager every write of the controller appears under in managedFields (JobSet status,
+# Jobs, Services, Events, claims, pods, the webhook certificates), upstream's name for it: the API
+# server names a write that carries no fieldManager after the first word of its User-Agent, and
+# upstream's is `jobset/<version> (<os>/<arch>) <commit>` (its useragent.Default). One name on
+# both sides keeps managedFields from growing a second owner of every field after a swap
+# (docs/behaviour.md#field-manager).
+FIELD_MANAGER: Final = "jobset"
+
 # The reserved spec.managedBy value meaning "this controller" (docs/behaviour.md#managed-by).
 JOBSET_CONTROLLER_NAME: Final = "jobset.sigs.k8s.io/jobset-controller"
 

@@ -12,12 +12,16 @@ written twice.
 from __future__ import annotations
 
 import os
+import platform
 import socket
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from jobset_controller import __version__
+from jobset_controller.api.constants import FIELD_MANAGER
 from jobset_controller.config import (
     CACHE_SYNC_TIMEOUT,
     EVENT_FLUSH_TIMEOUT,
@@ -29,6 +33,28 @@ from jobset_controller.config import (
 from jobset_controller.runtime.certs import CertPolicy
 
 T = TypeVar("T")
+
+# Go's names for the machine types Python reports differently (User-Agent's `<os>/<arch>`).
+_GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
+
+
+def user_agent(purpose: str = "") -> str:
+    """The User-Agent of the controller's API clients: `jobset/<version> (<os>/<arch>)
+    jobset-controller[ <purpose>]`.
+
+    Why it starts with upstream's word: the API server records a write that names no
+    fieldManager under the User-Agent's text before its first "/", and upstream's controller
+    sends none either, so every create, update, patch and status write of ours appears in
+    managedFields under `api.constants.FIELD_MANAGER`, as upstream's do. What follows the
+    version says which controller it is (audit logs) and, with `purpose`, which client.
+    """
+    machine = platform.machine().lower()
+    tail = f" {purpose}" if purpose else ""
+    return (
+        f"{FIELD_MANAGER}/{__version__} ({sys.platform}/{_GO_ARCH.get(machine, machine)}) "
+        f"jobset-controller{tail}"
+    )
+
 
 _SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # controller-runtime's default certificate directories (where cert-manager's Secrets are mounted).

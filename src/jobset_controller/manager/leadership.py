@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from jobset_controller import __version__
-from jobset_controller.manager.environment import ManagerOptions, leader_election_namespace
+from jobset_controller.manager.environment import (
+    ManagerOptions,
+    leader_election_namespace,
+    user_agent,
+)
 from jobset_controller.runtime.client import ClientSettings, KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
@@ -34,7 +37,7 @@ async def connect_lease_client(
         settings=ClientSettings(
             qps=LEASE_CLIENT_QPS,
             burst=LEASE_CLIENT_BURST,
-            user_agent=f"jobset-controller/{__version__} leader-election",
+            user_agent=user_agent("leader-election"),
         ),
         clock=clock,
         rng=rng,

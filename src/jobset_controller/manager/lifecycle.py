@@ -43,13 +43,13 @@ from typing import Any, TypeVar
 import structlog
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
-from jobset_controller import __version__
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.controller.scheduling import scheduling_api_served
 from jobset_controller.manager import assembly, certificates, controllers, leadership, servers
 from jobset_controller.manager.environment import (
     ManagerOptions,
     new_identity,
+    user_agent,
 )
 from jobset_controller.manager.shutdown import Deposed, stop_gracefully
 from jobset_controller.runtime.client import ClientSettings, KubeClient
@@ -158,7 +158,6 @@ class Manager:
         token and access reviews (a flood of scrapes with new tokens must not spend the
         reconciles' QPS budget). Closed last."""
         opts = self.options
-        agent = f"jobset-controller/{__version__}"
         try:
             access = await load_access(opts.kubeconfig, None)
         except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
@@ -167,7 +166,7 @@ class Manager:
         main = KubeClient.for_access(
             access,
             settings=ClientSettings(
-                qps=opts.effective_qps, burst=opts.effective_burst, user_agent=agent
+                qps=opts.effective_qps, burst=opts.effective_burst, user_agent=user_agent()
             ),
             registry=self.registry,
             clock=self.clock,
@@ -179,7 +178,7 @@ class Manager:
             settings=ClientSettings(
                 qps=servers.REVIEW_CLIENT_QPS,
                 burst=servers.REVIEW_CLIENT_BURST,
-                user_agent=f"{agent} metrics-auth",
+                user_agent=user_agent("metrics-auth"),
             ),
             clock=self.clock,
             rng=self.rng,

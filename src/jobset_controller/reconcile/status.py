@@ -9,9 +9,16 @@ left out when zero or empty, as Go's ``omitempty`` leaves them out. ``jobRestart
 only with the RestartJob gate; ``executionAttempts`` (a pointer upstream: 0 is written) only with
 the ExecutionAttemptsTracking gate.
 
+``replicatedJobsStatus`` is written in upstream's order: by name, descending (``[node, launcher]``),
+not in spec order. Upstream builds the list from a map, then its equality check sorts the stored
+and the new list in place, name-descending, before the new one is stored, so every status it
+writes holds that order; a client reading ``replicatedJobsStatus[0]`` must see the same entry on
+both controllers.
+
 Whether to write compares the two statuses semantically: ``replicatedJobsStatus`` as a set keyed by
-name (upstream sorts both sides by name), and an omitted field equal to its zero value. So a
-steady JobSet writes nothing, whatever order or spelling its stored status has.
+name (upstream's check sorts both sides first), and an omitted field equal to its zero value. So a
+steady JobSet writes nothing, whatever order or spelling its stored status has; as upstream, a
+stored list in another order is put in order by the next write that changes something.
 """
 
 from collections.abc import Mapping
@@ -58,6 +65,7 @@ def render_status(
             index_counts = by_name.get(counts.name) if job_restarts_gate else None
             _set_or_drop(entry, key, index_counts.as_list() if index_counts else [])
         entries.append(entry)
+    entries.sort(key=lambda entry: str(entry["name"]), reverse=True)
     _set_or_drop(out, "replicatedJobsStatus", entries)
     return out
 

@@ -23,6 +23,55 @@ MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
+JOBSET_RULE = {
+    "apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
+}  # fmt: skip
+POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+POD_SELECTOR = {
+    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+}
+
+
+def upstream_webhook_configurations(base: str, ca: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """(collection path, body) of upstream's two webhook configurations, with the four webhooks
+    it ships (names, paths, rules, the chart's pod objectSelector), calling `base` by URL with
+    `ca`, for every namespace. Register them only on a cluster of the caller's own (the
+    differential and Trainer tiers): they fail closed for every JobSet and JobSet pod."""
+    bundle = base64.b64encode(ca).decode()
+
+    def hook(name: str, path: str, rule: dict[str, Any], operations: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "clientConfig": {"url": base + path, "caBundle": bundle},
+            "rules": [{**rule, "operations": operations}],
+        }
+        if rule is POD_RULE:
+            body["objectSelector"] = POD_SELECTOR
+        return body
+
+    return [
+        (MUTATING, {
+            "metadata": {"name": "jobset-mutating-webhook-configuration"},
+            "webhooks": [
+                hook("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", JOBSET_RULE,
+                     ["CREATE"]),
+                hook("mpod.kb.io", "/mutate--v1-pod", POD_RULE, ["CREATE"]),
+            ],
+        }),
+        (VALIDATING, {
+            "metadata": {"name": "jobset-validating-webhook-configuration"},
+            "webhooks": [
+                hook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", JOBSET_RULE,
+                     ["CREATE", "UPDATE"]),
+                hook("vpod.kb.io", "/validate--v1-pod", POD_RULE, ["CREATE"]),
+            ],
+        }),
+    ]  # fmt: skip
+
+
 def _configuration(
     name: str, webhook: str, url: str, ca: bytes, rule: dict[str, Any], **selectors: Any
 ) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from jobset_controller.api.constants import FIELD_MANAGER
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kueue import (
     KUEUE_API,
@@ -168,9 +169,9 @@ def test_multikueue_runs_the_jobset_in_the_worker_and_reports_back(
 
 
 def ours_wrote_status(js: dict[str, Any]) -> bool:
-    """Whether a field manager named after our controller (its User-Agent) owns status fields."""
+    """Whether our controller's field manager (upstream's name, FIELD_MANAGER) owns status
+    fields."""
     return any(
-        entry.get("manager", "").startswith("jobset-controller")
-        and entry.get("subresource") == "status"
+        entry.get("manager") == FIELD_MANAGER and entry.get("subresource") == "status"
         for entry in js["metadata"].get("managedFields") or ()
     )

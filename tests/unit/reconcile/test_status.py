@@ -129,13 +129,23 @@ def test_same_status(old: dict[str, Any], new: dict[str, Any], expected: bool) -
     assert same_status(old, new) is expected
 
 
-def test_first_pass_writes_counts_for_every_replicated_job_in_spec_order(kit: Kit) -> None:
-    builder = kit.jobset().replicated_job("b", replicas=2).replicated_job("a")
-    plan = kit.reconcile(builder, kit.job("b", 1, state="ready"))
+def test_first_pass_writes_counts_for_every_replicated_job_name_descending(kit: Kit) -> None:
+    """Upstream's stored order, not the spec's: Trainer's MPI JobSet is [launcher, node] in the
+    spec and [node, launcher] in upstream's status, so replicatedJobsStatus[0] is `node`."""
+    builder = kit.jobset().replicated_job("launcher").replicated_job("node", replicas=2)
+    plan = kit.reconcile(builder, kit.job("node", 1, state="ready"))
     assert plan.status == {
         "restarts": 0,
-        "replicatedJobsStatus": [entry("b", ready=1, active=1), entry("a")],
+        "replicatedJobsStatus": [entry("node", ready=1, active=1), entry("launcher")],
     }
+
+
+def test_a_write_puts_a_stored_status_in_another_order_in_upstreams_order(kit: Kit) -> None:
+    builder = kit.jobset().replicated_job("a").replicated_job("b")
+    builder.status(restarts=0, replicatedJobsStatus=[entry("a"), entry("b")])
+    plan = kit.reconcile(builder, kit.job("a", 0, state="ready"), service=kit.service())
+    assert plan.status is not None
+    assert [e["name"] for e in plan.status["replicatedJobsStatus"]] == ["b", "a"]
 
 
 def test_unknown_status_fields_and_entry_fields_survive(kit: Kit) -> None:

@@ -96,3 +96,23 @@ def test_descriptions_can_be_left_out() -> None:
 def test_recursive_schema_is_refused() -> None:
     with pytest.raises(ValueError, match="recursive schema"):
         StructuralConverter(COMPONENTS).convert_ref("Loop")
+
+
+def test_structs_upstream_marks_atomic_are_atomic_wherever_they_are_referenced() -> None:
+    """controller-gen marks a struct that inlines the atomic LocalObjectReference atomic;
+    the API server's OpenAPI does not, so crdgen adds the mark (server-side apply then
+    replaces `configMap: {name, items}` whole, as on upstream's CRD)."""
+    volume = "io.k8s.api.core.v1.ConfigMapVolumeSource"
+    components: dict[str, Any] = {
+        "Volume": {
+            "type": "object",
+            "properties": {
+                "configMap": {"description": "A volume.", "allOf": [{"$ref": f"#/x/{volume}"}]}
+            },
+        },
+        volume: {"type": "object", "properties": {"name": {"type": "string"}}},
+    }
+    converted = StructuralConverter(components).convert_ref("Volume")["properties"]["configMap"]
+    assert converted["x-kubernetes-map-type"] == "atomic"
+    assert converted["description"] == "A volume."
+    assert "x-kubernetes-map-type" not in StructuralConverter(components).convert_ref("Volume")
