@@ -51,7 +51,7 @@ for version in "${versions[@]}"; do
     test_venv >/dev/null
   '
   if ! ".venv-$version/bin/pytest" -p no:cacheprovider -q -n "${JOBSET_TEST_WORKERS:-4}" \
-      --dist loadgroup tests/unit "${integration[@]}" "$@"; then
+      --dist loadscope tests/unit "${integration[@]}" "$@"; then
     status=1
   fi
 done

@@ -1,26 +1,40 @@
 """Marks every test under tests/integration as `integration`, under tests/e2e as `e2e` and under
-tests/node as `node` (select or skip with -m); groups the tests that share a cluster for the
-parallel run; makes property tests deterministic in CI.
+tests/node as `node` (select or skip with -m); decides how the parallel run spreads the suite;
+makes property tests deterministic in CI.
 
 Why deterministic in CI: a property test that finds a new counterexample on some run is a real
 finding, but CI must judge the change it runs on, not the luck of the draw. With `CI` set (as the
 CI runner does) hypothesis derives its examples from each test's name; locally it keeps exploring
 new ones on every run.
 
-Why groups: `make test` spreads the suite over pytest-xdist workers (`--dist loadgroup`), each a
-process of its own. A session fixture (a control plane, a full cluster) is then started by each
-worker that needs it, which is cheap; a fixture shared by a module or a directory must instead
-see all of its tests on one worker, or it would be started once per worker (and a real node's
-check of the host's state would see another node's). So every test that uses a module-scoped
-fixture is grouped with its module, and the directories in `SHARED_DIRECTORIES` form one group
-each. Groups run longest-first (`RUN_FIRST`), so the long ones do not start last.
+Why groups: `make test` spreads the suite over pytest-xdist workers, each a process of its own.
+Tests that share a cluster must run on one worker, or each worker would start that cluster again
+(and a real node's check of the host's state would see another node's). `group_of` names each
+test's group from its path alone: a directory in `SHARED_DIRECTORIES` is one group, the e2e
+modules in `E2E_PACKAGE_CLUSTER` are one group (they share the package's full cluster and
+controller), any other module of a cluster tier is its own group (its module-scoped cluster, or
+the package's control plane, started once per worker that runs it), and each unit test is a group
+of its own. `pytest_xdist_make_scheduler` hands xdist a scheduler that sends whole groups, in the
+order of `RUN_FIRST` (the longest first, the unit tests last, where their many small pieces fill
+the workers' ends). Why our own and not xdist's `--dist loadgroup`: that one reads
+`xdist_group` marks by renaming `item._nodeid`, which pytest 9 no longer reads (a node's id is
+`item._id`), so with pytest 9.2 and xdist 3.8 every test was scheduled alone.
+
+Why no cluster is session-scoped: a worker lives for the whole run, and a session fixture with
+it. Clusters kept after their last test cost CPU (every idle kube-apiserver, controller-manager
+and scheduler polls) and inotify instances, of which a user has 128 on a default Linux (a
+kube-apiserver takes 3, a controller-manager or scheduler 2, a kubelet about 20: measured). With
+session-scoped clusters a parallel run held 13-15 API servers at once at a load of 18 and used up
+the 128 (upstream's controller and Kueue then failed to start: "too many open files"). So clusters
+are package-scoped (every cluster tier is a package, with an `__init__.py`, so that scope ends
+with the tier's last test on a worker) or module-scoped.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 from hypothesis import settings
@@ -34,34 +48,56 @@ _INTEGRATION = _TESTS / "integration"
 _E2E = _TESTS / "e2e"
 _NODE = _TESTS / "node"
 
-# Directories whose tests share one instance of a costly fixture (scope package or session,
-# defined in the directory's conftest) and so run as one group, with why.
+# Directories whose tests share one costly fixture instance (package-scoped, in the directory's
+# conftest), each one group, with why.
 SHARED_DIRECTORIES: Final = {
     "node": "one real node (kubelet, containerd, CoreDNS) for the tier; it checks the host's "
     "iptables, links and mounts are as it found them",
     "differential": "two full clusters and both controllers, every scenario started at once",
     "e2e/kueue": "one full cluster with our controller shared by the Kueue modules",
 }
-# Where a group or test starts in the run, first to last: the longest (measured) first, the
-# unit tests last, where their many small pieces fill the workers' ends.
+# The e2e modules that use the package's `full_cluster` and `jobset_controller` (tests/e2e/
+# conftest.py) rather than a cluster of their own: one group, so one such cluster runs.
+# tests/unit/tooling/test_test_groups.py keeps this list equal to the modules that do.
+E2E_PACKAGE_CLUSTER: Final = frozenset(
+    {
+        "e2e/test_examples_and_devloop.py",
+        "e2e/test_full_cluster.py",
+        "e2e/test_jobset_e2e.py",
+        "e2e/test_observability.py",
+        "e2e/test_tools.py",
+    }
+)
+# Where a group starts in the run, first to last: the longest (measured) first, the unit tests
+# last, where their many small pieces fill the workers' ends.
 RUN_FIRST: Final = ("node", "differential", "e2e/kueue", "swap", "e2e", "integration", "unit")
 
 
-def _tier(path: Path) -> str:
-    relative = path.relative_to(_TESTS).as_posix()
+def _relative(path: str) -> str:
+    """A test file's path below tests/, from a node id's path or a file path."""
+    text = Path(path).as_posix()
+    for prefix in (_TESTS.as_posix() + "/", "tests/"):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
+
+
+def _tier(relative: str) -> str:
     return next((tier for tier in RUN_FIRST if relative.startswith(tier + "/")), "")
 
 
-def _group(item: pytest.Item, path: Path) -> str | None:
-    relative = path.relative_to(_TESTS).as_posix()
+def group_of(nodeid: str) -> str:
+    """The group a test runs in (module docstring): its shared directory, the e2e package
+    cluster's group, its module (cluster tiers), or itself (unit tests and the rest)."""
+    relative = _relative(nodeid.split("::", 1)[0])
     for directory in SHARED_DIRECTORIES:
         if relative.startswith(directory + "/"):
             return directory
-    info = getattr(item, "_fixtureinfo", None)
-    for definitions in getattr(info, "name2fixturedefs", {}).values():
-        if definitions and definitions[-1].scope in ("module", "package", "class"):
-            return relative
-    return None
+    if relative in E2E_PACKAGE_CLUSTER:
+        return "e2e"
+    if _tier(relative) in ("", "unit"):
+        return nodeid
+    return relative
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -73,8 +109,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         elif _NODE in path.parents:
             item.add_marker(pytest.mark.node)
-        group = _group(item, path) if _TESTS in path.parents else None
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
     rank = {tier: number for number, tier in enumerate(RUN_FIRST)}
-    items.sort(key=lambda item: rank.get(_tier(Path(str(item.path))), len(rank)))
+    items.sort(key=lambda item: rank.get(_tier(_relative(str(item.path))), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole groups (`group_of`) to a worker, in collection order (`RUN_FIRST`)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep RUN_FIRST's order, not largest-first
+    return GroupScheduling(config, log)

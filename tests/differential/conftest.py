@@ -107,7 +107,7 @@ SCENARIOS = all_scenarios()
 CASES = cases()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def differential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Differential]:
     workdir = tmp_path_factory.mktemp("differential")
     if os.environ.get("JOBSET_DIFFERENTIAL_DIR"):  # a directory other pytest runs do not prune

@@ -23,7 +23,7 @@ from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.processes import free_port, processes_mentioning
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def full_cluster() -> Iterator[FullCluster]:
     cluster = FullCluster(keep_workdir=os.environ.get("JOBSET_E2E_KEEP_WORKDIR") == "1").start()
     marker = str(cluster.workdir)
@@ -52,12 +52,12 @@ class ControllerEndpoints:
     webhook: str
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def controller_endpoints(full_cluster: FullCluster) -> ControllerEndpoints:
     return ControllerEndpoints(f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def jobset_controller(
     full_cluster: FullCluster, controller_endpoints: ControllerEndpoints
 ) -> Iterator[subprocess.Popen[bytes]]:

@@ -31,7 +31,7 @@ from jobset_controller_dev.envtest.polling import eventually, scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane() -> Iterator[ControlPlane]:
     plane = ControlPlane().start()
     marker = str(plane.workdir)
@@ -69,7 +69,7 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
 CONTROLLER_ACCOUNT = "controller-manager"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def controller_account(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path]]:
@@ -85,7 +85,7 @@ def controller_account(
         control_plane.delete_namespace(home)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def controller_kubeconfig(controller_account: tuple[str, Path]) -> Path:
     return controller_account[1]
 

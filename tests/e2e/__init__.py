@@ -1,0 +1,1 @@
+"""A package, so that its package-scoped fixtures end with its last test (tests/conftest.py)."""
