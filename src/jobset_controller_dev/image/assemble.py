@@ -5,9 +5,10 @@ modules it imports in a cluster. The Dockerfile copies the tree it writes onto t
 Why this way: hack/image.sh runs it in a container of the build machine's own runtime base (the
 same Debian Python 3.11 as the target's), so an arm64 image is assembled at native speed and
 nothing is emulated. (A `FROM --platform=$BUILDPLATFORM` build stage would do the same, but
-podman 4.3 then looks the final stage's base up for the build platform and does not find it.) Installing a wheel is unpacking it (PyPA's `installer` does that and writes
-the console scripts, whose `#!` line names the venv's Python: the kernel starts them, no shell),
-and bytecode does not depend on the architecture, only on the Python version (checked).
+podman 4.3 then looks the final stage's base up for the build platform and does not find it.)
+Installing a wheel is unpacking it (PyPA's `installer` does that and writes the console scripts,
+whose `#!` line names the venv's Python: the kernel starts them, no shell), and bytecode does
+not depend on the architecture, only on the Python version (checked).
 
 Runs as a plain script (`python3.11 assemble.py ...`) with the standard library and `installer`
 (a wheel on `PYTHONPATH`): it imports nothing else, from the project or elsewhere.
@@ -169,10 +170,15 @@ def read_modules(path: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--wheels", type=Path, nargs="+", required=True, help="directories of wheels")
+    parser.add_argument(
+        "--wheels", type=Path, nargs="+", required=True, help="directories of wheels"
+    )
     parser.add_argument("--modules", type=Path, required=True, help="the modules to compile")
     parser.add_argument(
-        "--target-stdlib", type=Path, required=True, help="a copy of the target's /usr/lib/python3.X"
+        "--target-stdlib",
+        type=Path,
+        required=True,
+        help="a copy of the target's /usr/lib/python3.X",
     )
     parser.add_argument("--out", type=Path, required=True, help="the tree the image copies in")
     args = parser.parse_args(argv)

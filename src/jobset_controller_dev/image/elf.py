@@ -85,7 +85,11 @@ def read_dynamic(path: Path) -> Dynamic:
     if strtab is None:
         raise ValueError(f"{path}: a dynamic section without a string table")
     table = next(
-        (offset + strtab - vaddr for vaddr, offset, filesz in loads if vaddr <= strtab < vaddr + filesz),
+        (
+            offset + strtab - vaddr
+            for vaddr, offset, filesz in loads
+            if vaddr <= strtab < vaddr + filesz
+        ),
         None,
     )
     if table is None:
@@ -98,6 +102,9 @@ def read_dynamic(path: Path) -> Dynamic:
     runpath = [text(value) for tag, value in tags if tag == _DT_RUNPATH]
     rpath = [text(value) for tag, value in tags if tag == _DT_RPATH]
     search = tuple(
-        directory for entry_text in (runpath or rpath) for directory in entry_text.split(":") if directory
+        directory
+        for entry_text in (runpath or rpath)
+        for directory in entry_text.split(":")
+        if directory
     )
     return Dynamic(interpreter, needed, search)

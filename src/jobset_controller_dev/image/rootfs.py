@@ -174,7 +174,10 @@ def _with_links(tree: Path, path: str, into: set[str]) -> str:
 
 def _resolve(tree: Path, soname: str, origin: str, search: Iterable[str], triplet: str) -> str:
     directories = [
-        *(entry.replace("$ORIGIN", "/" + origin).replace("${ORIGIN}", "/" + origin) for entry in search),
+        *(
+            entry.replace("$ORIGIN", "/" + origin).replace("${ORIGIN}", "/" + origin)
+            for entry in search
+        ),
         f"/lib/{triplet}",
         f"/usr/lib/{triplet}",
         "/lib",
@@ -240,7 +243,12 @@ def select(tree: Path, arch: str) -> Selection:
     chosen.generated[CA_BUNDLE] = ca_bundle(tree)
     chosen.generated.update({path: text.encode() for path, text in ETC_FILES.items()})
     chosen.symlinks.update(SYMLINKS)
-    for path in ("etc/ssl/openssl.cnf", "usr/lib/os-release", "etc/os-release", "etc/debian_version"):
+    for path in (
+        "etc/ssl/openssl.cnf",
+        "usr/lib/os-release",
+        "etc/os-release",
+        "etc/debian_version",
+    ):
         _with_links(tree, path, chosen.paths)
     chosen.paths |= {str(p.relative_to(tree)) for p in tree.glob("usr/share/doc/*/copyright")}
     chosen.directories.update(
@@ -250,14 +258,21 @@ def select(tree: Path, arch: str) -> Selection:
 
 
 def _parents(paths: Iterable[str]) -> set[str]:
-    return {str(parent) for path in paths for parent in PurePosixPath(path).parents if str(parent) != "."}
+    return {
+        str(parent)
+        for path in paths
+        for parent in PurePosixPath(path).parents
+        if str(parent) != "."
+    }
 
 
 def write_tar(tree: Path, chosen: Selection, out: Path) -> None:
     """The selection as a tar, every entry owned by root (but /home/nonroot), in name order,
     with the packages' modification times (the generated files take the newest of them), so the
     same packages give the same bytes."""
-    everything = chosen.paths | set(chosen.generated) | set(chosen.symlinks) | set(chosen.directories)
+    everything = (
+        chosen.paths | set(chosen.generated) | set(chosen.symlinks) | set(chosen.directories)
+    )
     newest = max(int((tree / path).lstat().st_mtime) for path in chosen.paths)
     with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as archive:
         for path in sorted(_parents(everything) | everything):
