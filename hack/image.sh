@@ -171,6 +171,7 @@ for arch in "${arch_list[@]}"; do build "$arch"; done
 # 5. The manifest list and its OCI archive.
 archive="$dir/jobset-controller-$key-$(IFS=-; echo "${arch_list[*]}").oci.tar"
 if [ ! -f "$archive" ]; then
+  started=$(date +%s%N)
   podman manifest rm "$name" >/dev/null 2>&1 || true
   podman manifest create "$name" >/dev/null
   for arch in "${arch_list[@]}"; do
@@ -179,6 +180,7 @@ if [ ! -f "$archive" ]; then
   rm -f "$dir"/jobset-controller-*.oci.tar
   podman manifest push --quiet --all --format oci "$name" "oci-archive:$archive.tmp:$name" >&2
   mv "$archive.tmp" "$archive"
+  say "manifest list and OCI archive written in $(seconds_since "$started")"
   # Earlier trees' images and lists: only the newest is kept.
   podman images --filter reference=localhost/jobset-controller --format '{{.Repository}}:{{.Tag}}' |
     grep -v ":$key" | xargs -r podman rmi --force >/dev/null 2>&1 || true

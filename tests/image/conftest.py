@@ -133,7 +133,7 @@ class InCluster:
             certs, "webhook", common_name="webhook", ip_addresses=("127.0.0.1",), server=True
         )
         share(pair.cert), share(pair.key)
-        share(config / "config.yaml").write_text(
+        (config / "config.yaml").write_text(
             yaml.safe_dump(
                 {
                     "apiVersion": "config.jobset.x-k8s.io/v1alpha1",

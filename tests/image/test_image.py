@@ -21,6 +21,7 @@ from tests.image.conftest import InCluster, readable_dir, share
 from jobset_controller import __version__
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.image.containers import (
     Image,
     Mounted,
@@ -221,7 +222,15 @@ def _agent_imports(
     # less namespace, and no controller runs now: the agent does its part alone.
     status, body = control_plane.request("POST", JOBSETS.format(namespace=namespace), manifest)
     assert status == 201, body
-    pod = {"metadata": {"name": "agent-pod"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    pod = {
+        "metadata": {"name": "agent-pod"},
+        "spec": {
+            # No controller-manager here makes a `default` ServiceAccount: name the one there is.
+            "serviceAccountName": "controller",
+            "automountServiceAccountToken": False,
+            "containers": [{"name": "c", "image": "x"}],
+        },
+    }
     status, body = control_plane.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
     assert status == 201, body
     log = tmp_path / "agent.log"
@@ -235,7 +244,7 @@ def _agent_imports(
             "KUBERNETES_SERVICE_PORT": control_plane.server.rsplit(":", 1)[1],
             "JOBSET_NAME": "agent",
             "POD_NAME": "agent-pod",
-            "STARTUP_PROBE_PORT": "0",
+            "STARTUP_PROBE_PORT": str(free_port()),
             "PYTHONPROFILEIMPORTTIME": "1",
         },
         stderr=log,

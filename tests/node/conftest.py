@@ -1,8 +1,11 @@
 """The real-node tier: one node (kubelet + containerd + kube-proxy + CoreDNS) and the control plane
 in namespaces of their own, shared by every test under tests/node (envtest/realnode.py).
 
-The image comes from `hack/image.sh` (test.sh builds it before pytest and exports
-JOBSET_IMAGE / JOBSET_IMAGE_ARCHIVES; run alone, the fixture builds it). Between the node's start
+The controller comes from the release's files as a user gets them (hack/release.sh: `manifests.yaml`
+with the image pinned, the packaged chart, the images' OCI archive, imported into the node's
+containerd with `ctr images import` as a registry pull would put it there). test.sh makes them
+before pytest and exports JOBSET_RELEASE_DIR and JOBSET_IMAGE_ARCHIVES (the pause image's archive,
+then the release's); run alone, the fixture makes them. Between the node's start
 and stop the test thread is inside the node's network namespace: everything the tests reach
 (the API server, Services through kube-proxy) is there, nothing else.
 
@@ -16,26 +19,58 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
-from jobset_controller_dev.envtest.binaries import repo_root
+from jobset_controller import __version__
+from jobset_controller_dev.envtest.binaries import cache_root, repo_root
 from jobset_controller_dev.envtest.realnode import RealNode, unavailable
 
 
-def _image() -> tuple[str, list[Path]]:
-    """(the controller image's name, the archives to import: pause first)."""
-    name = os.environ.get("JOBSET_IMAGE")
+@dataclass(frozen=True)
+class Release:
+    """The release's files the tier installs from, and the image they pin."""
+
+    directory: Path
+    archives: list[Path]  # to import into the node's containerd: pause first
+
+    @property
+    def manifests(self) -> Path:
+        return self.directory / "manifests.yaml"
+
+    @property
+    def chart(self) -> Path:
+        (chart,) = self.directory.glob("jobset-controller-*.tgz")
+        return chart
+
+    @property
+    def image(self) -> str:
+        """The image the manifests pin, by tag (the JobSets' pods run it too)."""
+        for document in yaml.safe_load_all(self.manifests.read_text()):
+            if document and document["kind"] == "Deployment":
+                pinned: str = document["spec"]["template"]["spec"]["containers"][0]["image"]
+                return pinned.split("@", 1)[0]
+        raise AssertionError(f"{self.manifests}: no Deployment")
+
+
+def _release() -> Release:
+    directory = os.environ.get("JOBSET_RELEASE_DIR")
     archives = os.environ.get("JOBSET_IMAGE_ARCHIVES")
-    if name and archives:
-        return name, [Path(path) for path in archives.split(":")]
+    if directory and archives:
+        return Release(Path(directory), [Path(path) for path in archives.split(":")])
     root = repo_root()
     assert root is not None
-    lines = subprocess.run(
-        [str(root / "hack" / "image.sh")], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return lines[-1], [Path(lines[-3]), Path(lines[-2])]
+    out = cache_root() / "release"
+    subprocess.run(
+        [str(root / "hack" / "release.sh"), "--version", f"v{__version__}", "--out", str(out)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    (oci,) = out.glob("jobset-controller-*.oci.tar")
+    return Release(out, [cache_root() / "image" / "pause.tar", oci])
 
 
 def _host_state() -> dict[str, str]:
@@ -53,17 +88,17 @@ def _host_state() -> dict[str, str]:
 
 
 @pytest.fixture(scope="package")
-def controller_image() -> tuple[str, list[Path]]:
+def release() -> Release:
     why = unavailable()
     if why is not None:
         pytest.skip(why)
-    return _image()
+    return _release()
 
 
 @pytest.fixture(scope="package")
-def node(controller_image: tuple[str, list[Path]]) -> Iterator[RealNode]:
+def node(release: Release) -> Iterator[RealNode]:
     before = _host_state()
-    real = RealNode(images=controller_image[1]).start()
+    real = RealNode(images=release.archives).start()
     try:
         yield real
     finally:
@@ -75,5 +110,5 @@ def node(controller_image: tuple[str, list[Path]]) -> Iterator[RealNode]:
 
 
 @pytest.fixture(scope="package")
-def image(controller_image: tuple[str, list[Path]]) -> str:
-    return controller_image[0]
+def image(release: Release) -> str:
+    return release.image

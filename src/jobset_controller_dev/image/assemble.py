@@ -124,7 +124,12 @@ def prune(site: Path) -> int:
 
 def module_files(name: str, roots: Iterable[Path]) -> Iterator[Path]:
     """The source file of module `name` (`a.b` is `a/b.py` or `a/b/__init__.py`) under the
-    first root that has it; nothing for a built-in or an extension module."""
+    first root that has it; nothing for a built-in or an extension module. A top-level name
+    with `*` is a pattern: every module file of a root it matches."""
+    if "*" in name:
+        for root in roots:
+            yield from sorted(root.glob(f"{name}.py"))
+        return
     relative = Path(*name.split("."))
     for root in roots:
         for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
