@@ -210,13 +210,18 @@ build_containerd() {
   log "containerd $CONTAINERD_VERSION built ($(elapsed))"
 }
 
-has etcd && build_etcd
+# The groups build at the same time: each one's module downloads wait on the network and each
+# binary's link uses one core, so one at a time left a core idle for much of a cold build. Go's
+# module and build caches are safe for concurrent use. A failed group fails the script.
+pids=()
+has etcd && { build_etcd & pids+=($!); }
 for c in "${kube[@]}"; do
-  if has "$c"; then build_kube; break; fi
+  if has "$c"; then { build_kube & pids+=($!); }; break; fi
 done
-has kwok && build_kwok
-has helm && build_helm
-has coredns && build_coredns
-has containerd && build_containerd
+has kwok && { build_kwok & pids+=($!); }
+has helm && { build_helm & pids+=($!); }
+has coredns && { build_coredns & pids+=($!); }
+has containerd && { build_containerd & pids+=($!); }
+for pid in "${pids[@]}"; do wait "$pid"; done
 log "done in $(elapsed); cache size $(du -sh "$cache_root/k8s-$K8S_VERSION" | cut -f1)"
 echo "$bin_dir"

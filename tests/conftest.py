@@ -1,11 +1,12 @@
 """Marks every test under tests/integration as `integration`, under tests/e2e as `e2e` and under
 tests/node as `node` (select or skip with -m); decides how the parallel run spreads the suite;
-makes property tests deterministic in CI.
+makes property tests deterministic.
 
-Why deterministic in CI: a property test that finds a new counterexample on some run is a real
-finding, but CI must judge the change it runs on, not the luck of the draw. With `CI` set (as the
-CI runner does) hypothesis derives its examples from each test's name; locally it keeps exploring
-new ones on every run.
+Why deterministic: a property test that finds a new counterexample on some run is a real
+finding, but the test command (and CI, which runs it) must judge the change it runs on, not the
+luck of the draw. So hypothesis derives its examples from each test's name (profile
+`deterministic`); `hack/explore.sh` is the longer random run (profile `explore`: a new draw each
+round), and what it finds is fixed and kept as an `@example`.
 
 Why groups: `make test` spreads the suite over pytest-xdist workers, each a process of its own.
 Tests that share a cluster must run on one worker, or each worker would start that cluster again
@@ -32,16 +33,15 @@ with the tier's last test on a worker) or module-scoped.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 from hypothesis import settings
 
-settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+settings.register_profile("deterministic", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("deterministic")  # hack/explore.sh: --hypothesis-profile=explore
 
 _TESTS = Path(__file__).parent
 _INTEGRATION = _TESTS / "integration"

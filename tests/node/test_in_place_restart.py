@@ -37,7 +37,14 @@ SELECTOR = "labelSelector=jobset.sigs.k8s.io/jobset-name=ipr"
 
 # FAIL=once: job index 0 fails once with exit 3, retriable (a marker in its pod's emptyDir says
 # it did); FAIL=always: every time; FAIL=fatal: index 0 exits 4, which no restart rule retries.
-# Every other worker runs WORK_SECONDS and succeeds.
+# Every other worker works (WORK_SECONDS, then succeeds) only once its pod runs at in-place
+# restart attempt WORK_AT_ATTEMPT or later, and waits until then: the restart that brings that
+# attempt replaces it. Why: a worker that worked from the start finished (its pod Succeeded, so
+# it can never restart in place) before a loaded machine had carried index 0's failure to the
+# other pods, and attempt 1 was never reached (seen at load 8+: "every pod restarted in place
+# into attempt 1: not within 180 s", pods Succeeded at attempt 0). The attempt is the agent's
+# annotation on the pod, read from a downward API file (refreshed by the kubelet) and, at the
+# container's start, from an environment variable.
 WORKER = """
 import os, sys, time
 index = os.environ["JOB_INDEX"]
@@ -50,9 +57,23 @@ if index == "0" and fail in ("once", "always") and (fail == "always" or not os.p
     print("failing", flush=True)
     time.sleep(1)
     sys.exit(3)
+
+def attempt():
+    values = [os.environ.get("ATTEMPT", "")]
+    try:
+        values.append(open("/podinfo/attempt").read())
+    except OSError:
+        pass
+    return max((int(v) for v in values if v.strip().isdigit()), default=0)
+
+wanted = int(os.environ["WORK_AT_ATTEMPT"])
+print("waiting for attempt", wanted, flush=True)
+while attempt() < wanted:
+    time.sleep(0.5)
 print("working", flush=True)
 time.sleep(float(os.environ.get("WORK_SECONDS", "4")))
 """
+ATTEMPT_FIELD = "metadata.annotations['jobset.sigs.k8s.io/in-place-restart-attempt']"
 
 
 def eventually(
@@ -132,6 +153,7 @@ def in_place_jobset(
     max_restarts: int = 3,
     fail: str = "once",
     work_seconds: float = 4,
+    work_at_attempt: int = 1,
     retriable: list[int] | None = None,
 ) -> dict[str, Any]:
     worker = {
@@ -145,8 +167,13 @@ def in_place_jobset(
             {"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
             {"name": "FAIL", "value": fail},
             {"name": "WORK_SECONDS", "value": str(work_seconds)},
+            {"name": "WORK_AT_ATTEMPT", "value": str(work_at_attempt)},
+            {"name": "ATTEMPT", "valueFrom": {"fieldRef": {"fieldPath": ATTEMPT_FIELD}}},
         ],
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data"},
+            {"name": "podinfo", "mountPath": "/podinfo", "readOnly": True},
+        ],
     }  # fmt: skip
     job = {
         "parallelism": 1,
@@ -160,7 +187,15 @@ def in_place_jobset(
                 "terminationGracePeriodSeconds": 0,
                 "initContainers": [agent_sidecar(image)],
                 "containers": [worker],
-                "volumes": [{"name": "data", "emptyDir": {}}],
+                "volumes": [
+                    {"name": "data", "emptyDir": {}},
+                    {
+                        "name": "podinfo",
+                        "downwardAPI": {
+                            "items": [{"path": "attempt", "fieldRef": {"fieldPath": ATTEMPT_FIELD}}]
+                        },
+                    },
+                ],
             }
         },
     }
@@ -245,7 +280,10 @@ def test_a_retriable_failure_restarts_every_pod_in_place_then_the_jobset_complet
 def test_failing_every_time_reaches_max_restarts(
     node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
 ) -> None:
-    create(node, namespace, in_place_jobset(image, max_restarts=1, fail="always"))
+    # The other worker never works: the JobSet fails by its restarts, whatever the machine's pace.
+    create(
+        node, namespace, in_place_jobset(image, max_restarts=1, fail="always", work_at_attempt=99)
+    )
     failed = eventually(
         lambda: condition(jobset(node, namespace), "Failed"),
         "Failed",
@@ -260,7 +298,7 @@ def test_a_fatal_exit_code_fails_the_jobset_by_its_rules(
 ) -> None:
     """Exit 4 is not among the retriable codes: the pod fails, the Job's podFailurePolicy fails
     the Job, and the JobSet's FailJobSet rule fails the JobSet."""
-    manifest = in_place_jobset(image, fail="fatal", retriable=[3])
+    manifest = in_place_jobset(image, fail="fatal", retriable=[3], work_at_attempt=99)
     job = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
     job["podFailurePolicy"] = {
         "rules": [
@@ -285,7 +323,9 @@ def test_a_fatal_exit_code_fails_the_jobset_by_its_rules(
 def test_a_pod_deleted_by_hand_is_recreated_and_joins_the_barrier(
     node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
 ) -> None:
-    create(node, namespace, in_place_jobset(image, fail="never", work_seconds=20))
+    # Both work only from attempt 1 on: the replacement joins at attempt 1, the kept pod gets
+    # there by its in-place restart (before, the kept pod's 20 s of work could end first).
+    create(node, namespace, in_place_jobset(image, fail="never", work_seconds=4))
 
     def attempt() -> int | None:
         value = (jobset(node, namespace).get("status") or {}).get("currentInPlaceRestartAttempt")

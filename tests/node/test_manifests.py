@@ -13,6 +13,7 @@ import datetime
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -236,11 +237,19 @@ def test_internal_certificates_fill_the_secret_and_every_ca_bundle(
         assert set(bundles) == {secret["data"]["ca.crt"]}
 
 
+# What the API server answers when RBAC denies a request: `... is forbidden: User "<who>" cannot
+# <verb> resource ...` (in the JSON log the quote is escaped). Other 403s are not about the
+# roles: a create in a namespace being deleted (another module's, which this controller also
+# watches) is refused "forbidden: unable to create new content in namespace ... because it is
+# being terminated" (seen under load, and it failed this test).
+RBAC_DENIAL = re.compile(r'forbidden: User \\?"[^"\\]+\\?" cannot ')
+
+
 def test_the_shipped_rbac_is_all_it_needs(node: RealNode, installed: Install) -> None:
     log = controller_log(node, installed)
     assert "caches synced" in log
-    assert "forbidden" not in log.lower(), log[-3000:]
-    assert " 403" not in log
+    denials = [line for line in log.splitlines() if RBAC_DENIAL.search(line)]
+    assert denials == [], denials[:5]
 
 
 def test_its_pod_runs_restricted_as_65532_with_a_read_only_root(

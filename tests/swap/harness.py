@@ -485,6 +485,27 @@ def overview(cluster: FullCluster, ns: str) -> str:
     )
 
 
+def children(cluster: FullCluster, ns: str, name: str) -> str:
+    """A JobSet's Jobs (attempt, deleting, active/failed/succeeded) and pods (phase, deleting,
+    finalizers): where a restart that does not complete stopped."""
+    parts = []
+    for job in jobs(cluster, ns, name):
+        meta, status = job["metadata"], job.get("status") or {}
+        parts.append(
+            f"job {meta['name']} attempt={meta['labels'].get(RESTART_ATTEMPT)} "
+            f"deleting={bool(meta.get('deletionTimestamp'))} active={status.get('active', 0)} "
+            f"failed={status.get('failed', 0)} succeeded={status.get('succeeded', 0)}"
+        )
+    for pod in pods(cluster, ns, name, live=False):
+        meta = pod["metadata"]
+        parts.append(
+            f"pod {meta['name']} attempt={(meta.get('labels') or {}).get(RESTART_ATTEMPT)} "
+            f"phase={(pod.get('status') or {}).get('phase')} "
+            f"deleting={bool(meta.get('deletionTimestamp'))} finalizers={meta.get('finalizers')}"
+        )
+    return ", ".join(parts) or "no Job, no pod"
+
+
 # ------------------------------------------------------------------------------- snapshots
 @dataclass(frozen=True)
 class Snapshot:
@@ -594,7 +615,7 @@ def converge(cluster: FullCluster, ns: str, before: Snapshot) -> None:
     completes, the TTL expires, everything else stays where it was with no restart counted."""
 
     def seen() -> str:
-        return overview(cluster, ns)
+        return f"{overview(cluster, ns)}; restarting: {children(cluster, ns, 'restarting')}"
 
     release_holds(cluster, ns)
 
