@@ -36,7 +36,27 @@ while [ $# -gt 0 ]; do
        exit 2 ;;
   esac
 done
-py="${JOBSET_VENV:-.venv}/bin/python"
+# The host's tools: PyPA's installer (its wheel goes into the image's build stage) and CycloneDX's
+# SBOM generator, pyproject's `release` extra. The project's venv has them (`make test` installs
+# the extra); on a machine without one, a venv of their own in the cache, made once from PyPI,
+# so `make release` needs nothing installed by hand and, warm, no network at all.
+venv="${JOBSET_VENV:-.venv}"
+if ! { [ -x "$venv/bin/cyclonedx-py" ] && "$venv/bin/python" -c 'import installer' 2>/dev/null; }; then
+  cache="${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}"
+  requirements=$(python3 -c 'import sys, tomllib
+print("\n".join(tomllib.load(sys.stdin.buffer)["project"]["optional-dependencies"]["release"]))' \
+    <pyproject.toml)
+  venv="$cache/release-tools-$(sha256sum <<<"$requirements" | cut -c1-12)"
+  if [ ! -f "$venv/.complete" ]; then
+    echo "[release] the release's tools into $venv: $(echo $requirements)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $requirements >&2
+    touch "$venv/.complete"
+  fi
+fi
+export JOBSET_VENV="$venv"  # hack/image.sh's Python too
+py="$venv/bin/python"
 package_version=$(PYTHONPATH=src "$py" -c 'import jobset_controller; print(jobset_controller.__version__)')
 if [ "$version" != "v$package_version" ]; then
   echo "hack/release.sh: --version must be v$package_version (src/jobset_controller/__init__.py)," \
@@ -55,6 +75,19 @@ reference="$repository:$version"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# Unchanged inputs (the images, the version, the registry, the manifests, the chart, this
+# script): the files already there are this release's.
+stamp=$(
+  { echo "$list $version $repository $arches"; cat hack/release.sh pyproject.toml;
+    find manifests charts -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16
+)
+if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] && [ -f "$out/SHA256SUMS" ] &&
+  (cd "$out" && sha256sum --quiet -c SHA256SUMS); then
+  say "unchanged: $out"
+  echo "$out"
+  exit 0
+fi
+rm -f "$out/.stamp"
 rm -f "$out"/manifests*.yaml "$out"/jobset-controller-* "$out/SHA256SUMS"
 
 # The image archive, named for the release; its index's digest is what the manifests pin.
@@ -113,5 +146,6 @@ for arch in ${arches//,/ }; do
 done
 
 (cd "$out" && sha256sum manifests*.yaml jobset-controller-* >SHA256SUMS)
+echo "$stamp" >"$out/.stamp"
 say "$reference@$digest: $(ls "$out" | tr '\n' ' ')in $(($(date +%s) - started)) s"
 echo "$out"
