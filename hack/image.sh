@@ -18,8 +18,8 @@
 #      src/jobset_controller_dev/image/assemble.py, run in a container of THIS machine's base
 #      (native speed) with the target's standard library mounted beside it, then
 #      `podman build --platform linux/<arch> --network none` of the Dockerfile (the base plus
-#      that tree; no RUN step); tagged `localhost/jobset-controller:<key>-<arch>`, the key being
-#      a hash of every input, so an unchanged tree is not built again;
+#      that tree; no RUN step); tagged with a hash of every input and its base's id, so an
+#      unchanged tree is not built again, and as `localhost/jobset-controller:<key>-<arch>`;
 #   5. the manifest list `localhost/jobset-controller:<key>` of those images, saved with
 #      `podman manifest push --all` as an OCI archive (what a registry, `skopeo copy --all` or
 #      containerd's `ctr images import` take), and the pod sandbox image `localhost/pause:local`
@@ -121,12 +121,13 @@ if [ ! -f "$wheels/tools/.complete" ]; then
 fi
 for arch in "${arch_list[@]}"; do fetch_wheels "$arch"; done
 
-# 3.-4. The images, keyed by every input.
-key=$(
+# 3.-4. The images, keyed by every input. `source_key` hashes what every architecture's image is
+# made from (the wheels' directory, the Dockerfile, the sources, the assembly and the machine's own
+# base that runs it); each architecture's image is tagged with it and its own base's id, so one
+# built beside other architectures is found again when built alone, and the other way round.
+source_key=$(
   {
-    for arch in $(printf '%s\n' "$host_arch" "${arch_list[@]}" | sort -u); do
-      podman image inspect --format '{{.Id}}' "$(base_of "$arch")"
-    done
+    podman image inspect --format '{{.Id}}' "$(base_of "$host_arch")"
     basename "$wheels"
     sha256sum Dockerfile .dockerignore pyproject.toml README.md hack/image/cluster-modules.txt \
       src/jobset_controller_dev/image/assemble.py
@@ -134,25 +135,36 @@ key=$(
       xargs -0 sha256sum
   } | sha256sum | cut -c1-16
 )
+own_of() {
+  local base_id
+  base_id=$(podman image inspect --format '{{.Id}}' "$(base_of "$1")")
+  echo "localhost/jobset-controller:s$source_key-${base_id:0:12}-$1"
+}
+# The list's key: its architectures' images, in the order given.
+key=$(for arch in "${arch_list[@]}"; do own_of "$arch"; done | sha256sum | cut -c1-16)
 name="localhost/jobset-controller:$key"
 build() {
-  local arch=$1 image="$name-$1" project tree stdlib started
-  podman image exists "$image" && return 0
-  if [ ! -d "$dir/project-$key" ]; then
+  local arch=$1 own project tree stdlib started
+  own=$(own_of "$arch")
+  if podman image exists "$own"; then
+    podman tag "$own" "$name-$arch"
+    return 0
+  fi
+  if [ ! -d "$dir/project-$source_key" ]; then
     project=$(mktemp -d "$dir/project.XXXXXX")
     "$py" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-index \
       --find-links "$wheels/tools" -w "$project" . >&2
     rm -rf "$dir"/project-* 2>/dev/null || true
-    mv "$project" "$dir/project-$key"
+    mv "$project" "$dir/project-$source_key"
   fi
-  say "building $image"
+  say "building $own"
   started=$(date +%s%N)
   # The venv, assembled by this machine's Python with the target's standard library beside it.
   tree=$(mktemp -d "$dir/venv-$arch.XXXXXX")
   stdlib="$(podman image mount "$(base_of "$arch")")/usr/lib/python3.11"
   podman run --rm --quiet --pull=never --network none --user 0 \
     -e PYTHONPATH=/tools/installer.whl -e PYTHONDONTWRITEBYTECODE=1 \
-    -v "$wheels/$arch:/wheels/deps:ro" -v "$dir/project-$key:/wheels/project:ro" \
+    -v "$wheels/$arch:/wheels/deps:ro" -v "$dir/project-$source_key:/wheels/project:ro" \
     -v "$(ls "$wheels"/tools/installer-*.whl):/tools/installer.whl:ro" \
     -v "$PWD/src/jobset_controller_dev/image/assemble.py:/build/assemble.py:ro" \
     -v "$PWD/hack/image/cluster-modules.txt:/build/cluster-modules.txt:ro" \
@@ -162,7 +174,8 @@ build() {
     --target-stdlib /target/python3.11 --out /out >&2
   podman image unmount "$(base_of "$arch")" >/dev/null
   podman build --quiet --pull=never --network none --platform "linux/$arch" \
-    --build-arg "BASE=$(base_of "$arch")" --build-context "venv=$tree" -t "$image" . >&2
+    --build-arg "BASE=$(base_of "$arch")" --build-context "venv=$tree" -t "$own" . >&2
+  podman tag "$own" "$name-$arch"
   rm -rf "$tree"
   say "$arch built in $(seconds_since "$started")"
 }
@@ -181,9 +194,9 @@ if [ ! -f "$archive" ]; then
   podman manifest push --quiet --all --format oci "$name" "oci-archive:$archive.tmp:$name" >&2
   mv "$archive.tmp" "$archive"
   say "manifest list and OCI archive written in $(seconds_since "$started")"
-  # Earlier trees' images and lists: only the newest is kept.
+  # Earlier trees' images and lists: only this tree's are kept (every architecture's).
   podman images --filter reference=localhost/jobset-controller --format '{{.Repository}}:{{.Tag}}' |
-    grep -v ":$key" | xargs -r podman rmi --force >/dev/null 2>&1 || true
+    grep -v -e ":$key" -e ":s$source_key-" | xargs -r podman rmi --force >/dev/null 2>&1 || true
 fi
 # The pod sandbox image the real-node tier's containerd runs (its `sandbox_image`).
 pause="localhost/pause:local"
