@@ -16,61 +16,14 @@ interface or a host mount behind.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
-from jobset_controller import __version__
-from jobset_controller_dev.envtest.binaries import cache_root, repo_root
 from jobset_controller_dev.envtest.realnode import RealNode, unavailable
-
-
-@dataclass(frozen=True)
-class Release:
-    """The release's files the tier installs from, and the image they pin."""
-
-    directory: Path
-    archives: list[Path]  # to import into the node's containerd: pause first
-
-    @property
-    def manifests(self) -> Path:
-        return self.directory / "manifests.yaml"
-
-    @property
-    def chart(self) -> Path:
-        (chart,) = self.directory.glob("jobset-controller-*.tgz")
-        return chart
-
-    @property
-    def image(self) -> str:
-        """The image the manifests pin, by tag (the JobSets' pods run it too)."""
-        for document in yaml.safe_load_all(self.manifests.read_text()):
-            if document and document["kind"] == "Deployment":
-                pinned: str = document["spec"]["template"]["spec"]["containers"][0]["image"]
-                return pinned.split("@", 1)[0]
-        raise AssertionError(f"{self.manifests}: no Deployment")
-
-
-def _release() -> Release:
-    directory = os.environ.get("JOBSET_RELEASE_DIR")
-    archives = os.environ.get("JOBSET_IMAGE_ARCHIVES")
-    if directory and archives:
-        return Release(Path(directory), [Path(path) for path in archives.split(":")])
-    root = repo_root()
-    assert root is not None
-    out = cache_root() / "release"
-    subprocess.run(
-        [str(root / "hack" / "release.sh"), "--version", f"v{__version__}", "--out", str(out)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    (oci,) = out.glob("jobset-controller-*.oci.tar")
-    return Release(out, [cache_root() / "image" / "pause.tar", oci])
+from jobset_controller_dev.image.release import Release, release_files
 
 
 def _host_state() -> dict[str, str]:
@@ -92,7 +45,7 @@ def release() -> Release:
     why = unavailable()
     if why is not None:
         pytest.skip(why)
-    return _release()
+    return release_files()
 
 
 @pytest.fixture(scope="package")

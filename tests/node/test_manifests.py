@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from tests.node.conftest import Release
 
 from jobset_controller_dev.envtest.install import (
     Install,
@@ -38,6 +37,7 @@ from jobset_controller_dev.envtest.install import (
 )
 from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.realnode import NODE_NAME, RealNode
+from jobset_controller_dev.image.release import Release
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 CHART_RELEASE = "jobset"
