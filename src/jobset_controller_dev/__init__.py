@@ -6,5 +6,6 @@ builds the controller's images (the base, the venv, the release's OCI archive) a
 the image tests.
 
 May import: `jobset_controller` (the product never imports this package: the
-`product-without-dev` import contract). Inside it, `devloop | crdgen | rbacgen | image` sit on `envtest`.
+`product-without-dev` import contract). Inside it, `devloop | crdgen | rbacgen | image` sit on
+`envtest`.
 """
