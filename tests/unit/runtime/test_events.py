@@ -498,5 +498,5 @@ async def test_a_flush_cancelled_by_its_deadline_cancels_the_writes_under_way(
 
 async def until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(5):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - the writer's state, polled
             await asyncio.sleep(0)
