@@ -16,7 +16,9 @@ Each subject gets a control plane of its own (etcd and kube-apiserver, no garbag
 clear the previous subject's JobSets, whose presence would make the next controller reconcile
 them too), in turn, in the order given.
 
-Run: .venv/bin/python hack/bench/events_bench.py [--jobsets 20000] [--upstream]
+Upstream's controller runs first unless `--no-upstream`; the table then gives ours / upstream.
+
+Run: .venv/bin/python hack/bench/events_bench.py [--jobsets 20000] [--no-upstream]
      [--src label=path ...] [--in-flight 100]
 """
 
@@ -177,7 +179,9 @@ def main() -> None:
     parser.add_argument("--jobsets", type=int, default=20000)
     parser.add_argument("--in-flight", type=int, default=100)
     parser.add_argument("--src", action="append", default=[], help="label=path of a src tree")
-    parser.add_argument("--upstream", action="store_true", help="upstream's v0.12.0 first")
+    parser.add_argument(
+        "--no-upstream", dest="upstream", action="store_false", help="ours alone (no upstream)"
+    )
     parser.add_argument(
         "--quiet", type=float, default=30.0, help="seconds without a new Event that end a run"
     )
