@@ -17,6 +17,9 @@ local control plane (etcd and kube-apiserver), each server serving the same cert
 - load: a client written in Go (hack/bench/admission_load, standard library only, built into the
   project's cache on first use) keeps `--conns` connections busy (1, 16, 64, 256 by default),
   each sending its next review when the last is answered, for `--seconds` per cell;
+- `--rate R`: the pod reviews also as an open load, R due a second on `--rate-conns`
+  connections, latency counted from when each was due (admission_load/main.go): the goal is a
+  p99 at the rate kube-controller-manager creates pods in placement_bench.py;
 - figures per cell: reviews/s, latency p50/p99/max as the client saw it, the server's CPU per
   review (its process's user+sys over the window / reviews), its RSS at the end of the window,
   and the client's own CPU (to show the client is not the limit);
@@ -31,7 +34,7 @@ configurations registered (reviews go to the servers directly, never through the
 ours in the runtime-only venv as in the image (`--dev-venv`: this one). Upstream's server is
 controller-runtime's (Go net/http, crypto/tls).
 
-Run: .venv/bin/python hack/bench/admission_bench.py [--conns 1 16 64 256] [--seconds 3]
+Run: .venv/bin/python hack/bench/admission_bench.py [--conns 1 16 64 256] [--seconds 3] [--rate 50]
      [--kinds mpod-leader ...] [--no-busy] [--busy-jobs 1000] [--only ours|upstream]
 """
 
@@ -111,8 +114,12 @@ class Load:
     """One run of the Go client: connections open and warm on `open`, a window between `start`
     and `stop` (module docstring of admission_load/main.go)."""
 
-    def __init__(self, binary: Path, url: str, ca: Path, body: Path, conns: int) -> None:
+    def __init__(
+        self, binary: Path, url: str, ca: Path, body: Path, conns: int, rate: float = 0.0
+    ) -> None:
         self.argv = [str(binary), f"-url={url}", f"-ca={ca}", f"-body={body}", f"-conns={conns}"]
+        if rate:
+            self.argv.append(f"-rate={rate}")
         self.proc: asyncio.subprocess.Process | None = None
         self.cpu0 = 0.0
 
@@ -345,6 +352,14 @@ async def count(raw: RawClient, path: str) -> int:
     return items + int((body.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
+@dataclass(frozen=True)
+class Key:
+    kind: str
+    conns: int
+    busy: bool
+    rate: float  # reviews due per second; 0: closed loop (module docstring)
+
+
 @dataclass
 class Cell:
     reviews_per_s: float
@@ -399,7 +414,7 @@ async def measure(
     fixtures: Fixtures,
     certs: Path,
     workdir: Path,
-) -> dict[tuple[str, int, bool], Cell]:
+) -> dict[Key, Cell]:
     controller: Controller
     if label == UPSTREAM:
         controller = UpstreamController(
@@ -408,7 +423,7 @@ async def measure(
     else:
         controller = Controller(label, src, plane, workdir, python=args.python, webhook_certs=certs)
     await controller.start()
-    results: dict[tuple[str, int, bool], Cell] = {}
+    results: dict[Key, Cell] = {}
     try:
         url = f"https://127.0.0.1:{controller.webhook_port}"
         context = ssl.create_default_context(cafile=str(plane.ca.pair.cert))
@@ -421,22 +436,27 @@ async def measure(
             for kind in args.kinds:
                 body = bodies / f"{kind}.json"
                 body.write_bytes(fixtures.bodies[kind])
-                for conns in args.conns:
+                loads = [(conns, 0.0) for conns in args.conns]
+                if kind.startswith(("mpod", "vpod")):  # the pod path: also at a given rate
+                    loads += [(args.rate_conns, rate) for rate in args.rate]
+                for conns, rate in loads:
                     load = Load(
                         args.client,
                         url + PATHS[kind.split("-")[0]],
                         plane.ca.pair.cert,
                         body,
                         conns,
+                        rate,
                     )
                     if busy:
-                        window = busy_window(raw, f"busy-{kind}-{conns}", args.busy_jobs)
+                        name = f"busy-{kind}-{conns}-{rate:g}".replace(".", "-")
+                        window = busy_window(raw, name, args.busy_jobs)
                     else:
                         window = idle_window(args.seconds)
                     result = await cell(controller, load, window)
-                    results[(kind, conns, busy)] = result
-                    print(f"[{label}] {'busy' if busy else 'idle'} {kind} x{conns}: {result}",
-                          flush=True)  # fmt: skip
+                    results[Key(kind, conns, busy, rate)] = result
+                    print(f"[{label}] {'busy' if busy else 'idle'} {kind} x{conns} "
+                          f"rate {rate:g}: {result}", flush=True)  # fmt: skip
                     if busy:
                         await clean(raw)
                         await controller.settle(quiet=1.0, limit=300)
@@ -494,7 +514,7 @@ def ratio(ours: float | None, theirs: float | None) -> str:
     return f"{ours / theirs:.2f}x"
 
 
-def report(results: dict[str, dict[tuple[str, int, bool], Cell]], args: argparse.Namespace) -> None:
+def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> None:
     labels = list(results)
     pair = UPSTREAM in labels and len(labels) == 2
     ours = next((label for label in labels if label != UPSTREAM), labels[0])
@@ -506,24 +526,24 @@ def report(results: dict[str, dict[tuple[str, int, bool], Cell]], args: argparse
     )
     names = " / ".join(labels)
     print(
-        f"| review | conns | | reviews/s ({names}) | p50 ms | p99 ms | max ms "
+        f"| review | conns | load | reviews/s ({names}) | p50 ms | p99 ms | max ms "
         f"| server CPU per review (us) | server RSS (MiB) | client CPU (s) |"
         + (" reviews/s ours/up | p99 ours/up | CPU ours/up |" if pair else "")
     )
     print("|---|---:|---|" + "---:|" * 7 + ("---:|" * 3 if pair else ""))
     keys = sorted(
         {key for by in results.values() for key in by},
-        key=lambda k: (k[2], KINDS.index(k[0]), k[1]),
+        key=lambda k: (k.busy, KINDS.index(k.kind), k.rate, k.conns),
     )
     for key in keys:
-        kind, conns, busy = key
         cells = [results[label].get(key) for label in labels]
+        mode = ("busy" if key.busy else "idle") + (f", {key.rate:g}/s due" if key.rate else "")
 
         def col(attr: str, cells: list[Cell | None] = cells) -> str:
             return " / ".join(fmt(getattr(c, attr)) if c else "-" for c in cells)
 
         row = (
-            f"| {kind} | {conns} | {'busy' if busy else 'idle'} | {col('reviews_per_s')} "
+            f"| {key.kind} | {key.conns} | {mode} | {col('reviews_per_s')} "
             f"| {col('p50_ms')} | {col('p99_ms')} | {col('max_ms')} | {col('cpu_us')} "
             f"| {col('rss_mib')} | {col('client_cpu_s')} |"
         )
@@ -535,16 +555,10 @@ def report(results: dict[str, dict[tuple[str, int, bool], Cell]], args: argparse
                 f"| {ratio(us and us.cpu_us, up and up.cpu_us)} |"
             )
         print(row)
-    busy = [
-        (label, key, c.jobs_s, c.errors)
-        for label, by in results.items()
-        for key, c in by.items()
-        if key[2]
-    ]
-    if busy:
-        print("\nbusy cells: seconds until the 1000 Jobs existed (the window), per controller:")
+    if any(key.busy for by in results.values() for key in by):
+        print(f"\nbusy cells: seconds until the {args.busy_jobs} Jobs existed (the window):")
         for label in labels:
-            spans = [c.jobs_s for key, c in results[label].items() if key[2] and c.jobs_s]
+            spans = [c.jobs_s for key, c in results[label].items() if key.busy and c.jobs_s]
             if spans:
                 print(f"  {label}: {min(spans):.2f}-{max(spans):.2f} s over {len(spans)} cells")
     errors = {label: sum(c.errors for c in by.values()) for label, by in results.items()}
@@ -552,7 +566,7 @@ def report(results: dict[str, dict[tuple[str, int, bool], Cell]], args: argparse
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    results: dict[str, dict[tuple[str, int, bool], Cell]] = {}
+    results: dict[str, dict[Key, Cell]] = {}
     fixtures = Fixtures.build()
     with tempfile.TemporaryDirectory(prefix="admission-bench-") as tmp, ControlPlane() as plane:
         certs = Path(tmp) / "certs"
@@ -580,6 +594,10 @@ def main() -> None:
     parser.add_argument("--conns", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--seconds", type=float, default=3.0, help="length of an idle cell")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument(
+        "--rate", type=float, nargs="*", default=[], help="pod reviews due per second (open load)"
+    )
+    parser.add_argument("--rate-conns", type=int, default=64, help="connections of a --rate cell")
     parser.add_argument("--no-busy", dest="busy", action="store_false")
     parser.add_argument("--busy-jobs", type=int, default=1000)
     parser.add_argument("--only", choices=("ours", UPSTREAM))

@@ -5,6 +5,11 @@
 // Why Go: a Python client on the same two cores would spend more CPU per review than the server
 // it measures, so the figures would be the client's. Standard library only (nothing to download).
 //
+// With -rate R the load is open instead: reviews are due at R a second, evenly spaced, and a
+// connection takes the next due one when it is free; a review's latency counts from when it was
+// due, so a server that falls behind shows its queue in the latency instead of lowering the rate
+// (as the API server's pod creates would queue behind a slow webhook).
+//
 // Protocol with the bench, on stdin and stdout, so that the bench decides the window and reads
 // the server's CPU at exactly its edges:
 //
@@ -54,6 +59,7 @@ func main() {
 	bodyFile := flag.String("body", "", "file holding the AdmissionReview to POST")
 	expect := flag.String("expect", `"allowed":true`, "bytes every answer must contain")
 	conns := flag.Int("conns", 1, "connections, each with one review in flight")
+	rate := flag.Float64("rate", 0, "reviews due per second (0: each connection sends as soon as answered)")
 	flag.Parse()
 
 	pem, err := os.ReadFile(*caFile)
@@ -83,6 +89,8 @@ func main() {
 
 	var recording atomic.Bool
 	var stopped atomic.Bool
+	// Open load: the times reviews are due, from the window's start; closed when it ends.
+	due := make(chan time.Time, 1<<20)
 	var warm sync.WaitGroup
 	var done sync.WaitGroup
 	warm.Add(len(workers))
@@ -97,6 +105,13 @@ func main() {
 			warm.Done()
 			for !stopped.Load() {
 				started := time.Now()
+				if *rate > 0 {
+					at, open := <-due
+					if !open {
+						return
+					}
+					started = at
+				}
 				ok, msg := w.post(*url, body, want)
 				took := time.Since(started)
 				if !recording.Load() || stopped.Load() {
@@ -127,6 +142,9 @@ func main() {
 	}
 	recording.Store(true)
 	began := time.Now()
+	if *rate > 0 {
+		go schedule(due, began, *rate, &stopped)
+	}
 	for lines.Scan() && lines.Text() != "stop" {
 	}
 	stopped.Store(true)
@@ -151,6 +169,23 @@ func main() {
 		out.P50, out.P99, out.Max = ms(0.50), ms(0.99), ms(1)
 	}
 	check(json.NewEncoder(os.Stdout).Encode(out))
+}
+
+// schedule puts on `due` the time each review is due, `rate` a second from `began`, until
+// `stopped`; then closes it.
+func schedule(due chan<- time.Time, began time.Time, rate float64, stopped *atomic.Bool) {
+	defer close(due)
+	interval := time.Duration(float64(time.Second) / rate)
+	for n := 0; !stopped.Load(); n++ {
+		at := began.Add(time.Duration(n) * interval)
+		if wait := time.Until(at); wait > 0 {
+			time.Sleep(wait)
+		}
+		select {
+		case due <- at:
+		default: // a million reviews behind: the figures say enough
+		}
+	}
 }
 
 // post sends one review and reads the whole answer; false and why when it is not a 200 holding
