@@ -166,7 +166,8 @@ class Load:
 
 # ----------------------------------------------------------------------------- reviews
 def exclusive_job() -> dict[str, Any]:
-    """Job 0 of a JobSet with exclusive placement per rack, as our reconcile builds it."""
+    """Job 0 of a JobSet with exclusive placement per rack, as our reconcile builds it when the
+    pod webhooks are registered (placed by leader and followers)."""
     workers = replicated_job("w", 4, pods=16)
     manifest = jobset_manifest(
         "bench", replicated_jobs=[workers], annotations={EXCLUSIVE_KEY: RACK_LABEL}
@@ -174,7 +175,7 @@ def exclusive_job() -> dict[str, Any]:
     manifest["metadata"].update(namespace=NAMESPACE, uid="6f0d3c8e-0000-4000-8000-00000000a0a0")
     js = default_jobset(JobSet.model_validate(manifest))
     job: dict[str, Any] = construct_job(
-        js, js.spec.replicated_jobs[0], 0, restarts=0, job_restart_attempt=None
+        js, js.spec.replicated_jobs[0], 0, restarts=0, job_restart_attempt=None, pod_webhooks=True
     )
     return job
 
@@ -561,6 +562,25 @@ def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> Non
             spans = [c.jobs_s for key, c in results[label].items() if key.busy and c.jobs_s]
             if spans:
                 print(f"  {label}: {min(spans):.2f}-{max(spans):.2f} s over {len(spans)} cells")
+    if pair and args.rate:
+        print("\ngoals (pod reviews): p99 at the rate <= 2x upstream's; closed-loop best >= 2x it")
+        for busy in (False, True):
+            for rate in args.rate:
+                for kind in (k for k in args.kinds if k.startswith(("mpod", "vpod"))):
+                    key = Key(kind, args.rate_conns, busy, rate)
+                    up, us = results[UPSTREAM].get(key), results[ours].get(key)
+                    best = max(
+                        (c.reviews_per_s for k, c in results[ours].items()
+                         if k.kind == kind and k.busy == busy and not k.rate),
+                        default=0.0,
+                    )  # fmt: skip
+                    if up and us:
+                        print(
+                            f"  {'busy' if busy else 'idle'} {kind} at {rate:g}/s: p99 ours "
+                            f"{us.p99_ms:.1f} ms / upstream {up.p99_ms:.1f} ms = "
+                            f"{us.p99_ms / up.p99_ms:.2f}x; ours best {best:.0f}/s = "
+                            f"{best / rate:.1f}x the rate"
+                        )
     errors = {label: sum(c.errors for c in by.values()) for label, by in results.items()}
     print(f"\nreviews not answered as expected in the windows: {errors}")
 
