@@ -18,8 +18,9 @@ local control plane (etcd and kube-apiserver), each server serving the same cert
   project's cache on first use) keeps `--conns` connections busy (1, 16, 64, 256 by default),
   each sending its next review when the last is answered, for `--seconds` per cell;
 - `--rate R`: the pod reviews also as an open load, R due a second on `--rate-conns`
-  connections, latency counted from when each was due (admission_load/main.go): the goal is a
-  p99 at the rate kube-controller-manager creates pods in placement_bench.py;
+  connections for `--rate-seconds` (10: a p99 needs a few hundred reviews), latency counted
+  from when each was due (admission_load/main.go): the goal is a p99 at the rate
+  kube-controller-manager creates pods in placement_bench.py;
 - figures per cell: reviews/s, latency p50/p99/max as the client saw it, the server's CPU per
   review (its process's user+sys over the window / reviews), its RSS at the end of the window,
   and the client's own CPU (to show the client is not the limit);
@@ -453,7 +454,7 @@ async def measure(
                         name = f"busy-{kind}-{conns}-{rate:g}".replace(".", "-")
                         window = busy_window(raw, name, args.busy_jobs)
                     else:
-                        window = idle_window(args.seconds)
+                        window = idle_window(args.rate_seconds if rate else args.seconds)
                     result = await cell(controller, load, window)
                     results[Key(kind, conns, busy, rate)] = result
                     print(f"[{label}] {'busy' if busy else 'idle'} {kind} x{conns} "
@@ -611,13 +612,18 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--conns", type=int, nargs="+", default=[1, 16, 64, 256])
+    parser.add_argument(
+        "--conns", type=int, nargs="*", default=[1, 16, 64, 256], help="none: only --rate cells"
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="length of an idle cell")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument(
         "--rate", type=float, nargs="*", default=[], help="pod reviews due per second (open load)"
     )
     parser.add_argument("--rate-conns", type=int, default=64, help="connections of a --rate cell")
+    parser.add_argument(
+        "--rate-seconds", type=float, default=10.0, help="length of an idle --rate cell"
+    )
     parser.add_argument("--no-busy", dest="busy", action="store_false")
     parser.add_argument("--busy-jobs", type=int, default=1000)
     parser.add_argument("--only", choices=("ours", UPSTREAM))

@@ -217,9 +217,9 @@ class Upstream(Subject):
     scrape_requests = 2
 
     def __init__(self, controller: UpstreamController, token: str) -> None:
-        proc = controller.process.proc
-        assert proc is not None
-        self.pid = proc.pid
+        pid = controller.process.pid
+        assert pid is not None
+        self.pid = pid
         self.port = controller.metrics_port
         self.token = token
 
@@ -432,7 +432,7 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
 
 def idle_cost(cluster: FullCluster, seconds: float) -> list[tuple[str, float, float]]:
     """(component, RSS MiB, CPU cores) of each process of the cluster over `seconds` at rest."""
-    procs = [(p.name, p.proc.pid) for p in cluster.component_processes() if p.proc is not None]
+    procs = [(p.name, p.pid) for p in cluster.component_processes() if p.pid is not None]
     cpu0 = {pid: process_cpu(pid) for _, pid in procs}
     time.sleep(seconds)
     return [
