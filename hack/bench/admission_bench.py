@@ -551,11 +551,11 @@ def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> Non
         )
         if pair:
             up, us = results[UPSTREAM].get(key), results[ours].get(key)
-            row += (
-                f" {ratio(us and us.reviews_per_s, up and up.reviews_per_s)} "
-                f"| {ratio(us and us.p99_ms, up and up.p99_ms)} "
-                f"| {ratio(us and us.cpu_us, up and up.cpu_us)} |"
-            )
+            ratios = [
+                ratio(getattr(us, c) if us else None, getattr(up, c) if up else None)
+                for c in ("reviews_per_s", "p99_ms", "cpu_us")
+            ]
+            row += " " + " | ".join(ratios) + " |"
         print(row)
     if any(key.busy for by in results.values() for key in by):
         print(f"\nbusy cells: seconds until the {args.busy_jobs} Jobs existed (the window):")
