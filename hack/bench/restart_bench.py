@@ -130,6 +130,11 @@ class Figures:
 
 
 def image() -> tuple[str, list[Path]]:
+    """The controller image and its archives (pause first): JOBSET_IMAGE and
+    JOBSET_IMAGE_ARCHIVES when set, as for the node tier (hack/test-env.sh), else hack/image.sh."""
+    name, archives = os.environ.get("JOBSET_IMAGE"), os.environ.get("JOBSET_IMAGE_ARCHIVES")
+    if name and archives:
+        return name, [Path(part) for part in archives.split(":")]
     lines = subprocess.run(
         [str(ROOT / "hack" / "image.sh")], capture_output=True, text=True, check=True
     ).stdout.split()
