@@ -6,7 +6,7 @@
 #
 #   hack/test-pythons.sh [pytest args]     run by hack/test.sh after the main run
 #
-# Each interpreter found (python3.X on PATH, else pyenv's newest 3.X.*) other than the main
+# Each interpreter found that runs (python3.X on PATH, else pyenv's newest 3.X.*) other than the main
 # one gets a virtualenv of its own, .venv-3.X, made again only when pyproject.toml changed.
 # An interpreter not found is said, not failed: the machines differ; the line names it.
 # Needs the tools hack/test-env.sh exports (JOBSET_K8S_BIN for the integration tests).
@@ -22,14 +22,19 @@ integration=(
   tests/integration/test_metrics_security.py
 )
 
+runs_as() {  # does interpreter $1 start, and is it version $2? (a pyenv shim for a version
+  # pyenv has but has not activated is on PATH and fails: "pyenv: python3.12: command not found")
+  [ "$("$1" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)" = "$2" ]
+}
+
 find_python() {  # the interpreter for version $1, or nothing
   local version=$1 candidate
-  if candidate=$(command -v "python$version" 2>/dev/null); then
+  if candidate=$(command -v "python$version" 2>/dev/null) && runs_as "$candidate" "$version"; then
     echo "$candidate"
     return
   fi
   for candidate in $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".* 2>/dev/null | sort -V -r); do
-    if [ -x "$candidate/bin/python$version" ]; then
+    if [ -x "$candidate/bin/python$version" ] && runs_as "$candidate/bin/python$version" "$version"; then
       echo "$candidate/bin/python$version"
       return
     fi

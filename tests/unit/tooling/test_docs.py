@@ -209,8 +209,8 @@ def flag_problems(doc: Doc, commands: Commands, root: Path) -> Iterator[str]:
         owner: tuple[str, str] | None = ("ours", "") if code.text.startswith("--") else None
         for index, token in enumerate(tokens):
             following = tokens[index + 1] if index + 1 < len(tokens) else ""
-            if token in ("|", ";", "&&", "||"):
-                owner = None
+            if token in ("|", ";", "&&", "||", "--"):
+                owner = None  # a bare `--`: what follows goes on to another program (pytest)
             elif token in ("jobset-controller", "kubectl-jobset") or (
                 token == "kubectl" and following == "jobset"
             ):
@@ -336,7 +336,7 @@ def test_a_flag_belongs_to_the_command_before_it(repo: Path) -> None:
     doc = _doc(
         repo,
         "`jobset-controller run --workers 4 --nope`\n"
-        "```sh\nhack/go.sh --fast --slow   # --in-a-comment\n"
+        "```sh\nhack/go.sh --fast --slow -- --to-pytest   # --in-a-comment\n"
         "kubectl apply --server-side -k x\n```\n"
         "`in-place-restart-agent --workers`, `--kubeconfig` and `--unknown`\n",
     )
