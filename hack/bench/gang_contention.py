@@ -43,6 +43,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -374,41 +375,66 @@ def print_contention(outcomes: list[Outcome], args: argparse.Namespace, nodes: i
             f"{o.scheduler_cpu:.2f} | {counts(o.attempts)} | {counts(o.group_attempts)} |"
         )
     modes = list(args.contention_modes)
-    print(f"\nper mode, medians of {args.rounds} round(s) (each run listed where they differ)\n")
-    print("| figure | " + " | ".join(modes) + " |")
-    print("|---|" + "---:|" * len(modes))
-    rows: list[tuple[str, Any]] = [
-        ("runs ending in a deadlock", lambda os_: f"{sum(o.deadlock for o in os_)} of {len(os_)}"),
+    ratio = modes == ["none", "gang"] or modes == ["gang", "none"]
+    print(
+        f"\nper mode, medians of {args.rounds} round(s) (each run listed where they differ)"
+        + ("; gang / none of the medians where both are measured" if ratio else "")
+        + "\n"
+    )
+    print("| figure | " + " | ".join(modes) + (" | gang / none |" if ratio else " |"))
+    print("|---|" + "---:|" * (len(modes) + ratio))
+    rows: list[tuple[str, Callable[[list[Outcome]], tuple[str, float | None]]]] = [
+        ("runs ending in a deadlock", deadlocks),
         ("first JobSet completed (s)", lambda os_: median_or_never(os_, "first")),
         ("last JobSet completed (s)", lambda os_: median_or_never(os_, "last")),
         (
             "node-seconds held by partly placed JobSets",
-            lambda os_: f"{statistics.median(o.held_node_seconds for o in os_):.0f}",
+            lambda os_: median_of(os_, "held_node_seconds", "{:.0f}"),
         ),
-        (
-            "pods held partly placed, peak",
-            lambda os_: f"{statistics.median(o.peak_held for o in os_):.0f}",
-        ),
+        ("pods held partly placed, peak", lambda os_: median_of(os_, "peak_held", "{:.0f}")),
         (
             "kube-scheduler CPU over the run (s)",
-            lambda os_: f"{statistics.median(o.scheduler_cpu for o in os_):.2f}",
+            lambda os_: median_of(os_, "scheduler_cpu", "{:.2f}"),
         ),
         (
             "the run (s: to the last completion, or to the deadlock's call)",
-            lambda os_: f"{statistics.median(o.end for o in os_):.1f}",
+            lambda os_: median_of(os_, "end", "{:.1f}"),
         ),
     ]
     for label, cell in rows:
-        cells = [cell([o for o in outcomes if o.mode == mode]) for mode in modes]
-        print(f"| {label} | " + " | ".join(cells) + " |")
+        cells = {mode: cell([o for o in outcomes if o.mode == mode]) for mode in modes}
+        line = f"| {label} | " + " | ".join(cells[mode][0] for mode in modes)
+        if ratio:
+            (_, gang), (_, none) = cells["gang"], cells["none"]
+            if label.startswith("the run"):
+                line += " | -"  # a deadlock's run ends at the bench's call, not the work's
+            elif gang is not None and none:
+                line += f" | {gang / none:.2f}x"
+            elif gang is not None and none is None and "completed" in label:
+                line += " | gang completes, none never"
+            else:
+                line += " | -"
+        print(line + " |")
     loads = [o.load for o in outcomes] + [o.load_end for o in outcomes]
     print(f"\nload average (1 min) at the runs: {min(loads):.1f} - {max(loads):.1f}")
 
 
-def median_or_never(outcomes: list[Outcome], which: str) -> str:
+def deadlocks(outcomes: list[Outcome]) -> tuple[str, None]:
+    return f"{sum(o.deadlock for o in outcomes)} of {len(outcomes)}", None
+
+
+def median_of(outcomes: list[Outcome], attribute: str, spec: str) -> tuple[str, float]:
+    value = statistics.median(getattr(o, attribute) for o in outcomes)
+    return spec.format(value), value
+
+
+def median_or_never(outcomes: list[Outcome], which: str) -> tuple[str, float | None]:
+    """The median of `which` (a completion time), or why there is none; the number for a ratio
+    only when every run measured it."""
     values = [getattr(o, which) for o in outcomes]
     if all(v is not None for v in values):
-        return f"{statistics.median(values):.1f}"
+        median = statistics.median(values)
+        return f"{median:.1f}", median
     if all(v is None for v in values):
-        return "never" + (" (deadlock)" if all(o.deadlock for o in outcomes) else "")
-    return ", ".join("never" if v is None else f"{v:.1f}" for v in values)
+        return "never" + (" (deadlock)" if all(o.deadlock for o in outcomes) else ""), None
+    return ", ".join("never" if v is None else f"{v:.1f}" for v in values), None

@@ -65,6 +65,8 @@ NAMESPACE = "queue"
 SIDES = ("upstream", "ours", "ours-off")
 # The processes whose RSS the memory bound counts: the cluster's and the controller's.
 HELD = ("apiserver", "etcd", "controller_manager", "controller")
+# The controller's memory with deferred children against upstream's, which caches every child.
+RSS_GOAL = 0.15
 LABELS = {
     "upstream": "upstream v0.12.0 (creates every child)",
     "ours": "ours, deferredChildren on",
@@ -369,6 +371,15 @@ def print_results(sides: list[Side], args: argparse.Namespace) -> None:
                 _, _, per = side.at_target(key)
                 print(f"  {title}: {fmt.format(measured)} measured at {side.reached:,}, "
                       f"slope {fmt.format(per)} per 10,000")  # fmt: skip
+    if ratio:
+        ours, _, _ = sides[1].at_target("controller_rss_mib")
+        theirs, extrapolated, _ = sides[0].at_target("controller_rss_mib")
+        share = ours / theirs if theirs else float("inf")
+        print(
+            f"\ngoal: JobSet controller RSS <= {RSS_GOAL:g}x upstream's at {n:,}: "
+            f"{share:.3f}x, {'met' if share <= RSS_GOAL else 'not met'}"
+            + (" (upstream's side extrapolated)" if extrapolated else "")
+        )
     loads = [load for side in sides for load in side.loads]
     print(f"\nload average (1 min) at the batches: {min(loads):.1f} - {max(loads):.1f}")
 
