@@ -1,7 +1,7 @@
 # The README's two commands live here. Everything else is in hack/.
-.PHONY: test dev binaries crd rbac lint
+.PHONY: test dev binaries crd rbac
 
-test:  ## install what is needed and run ruff, mypy and all tests (unit, integration, e2e)
+test:  ## install what is needed and run ruff, mypy and every test tier (docs/testing.md)
 	hack/test.sh
 
 dev:  ## bring up a local cluster and run the controller on an example JobSet

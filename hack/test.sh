@@ -36,7 +36,10 @@ parallel=()
 if [ "$workers" != "0" ]; then
   parallel=(-n "$workers" --dist loadscope)
 fi
-"$venv/bin/pytest" "${parallel[@]}" "$@"
+# The JUnit report: what each tier cost (hack/tier_times.py build/test-report.xml), and what a
+# CI system shows per test.
+mkdir -p build
+"$venv/bin/pytest" "${parallel[@]}" --junitxml=build/test-report.xml "$@"
 
 # The other Pythons the project supports, for the whole suite only (a selection is a developer's
 # quick look): the unit tier and the TLS integration tests on each python3.X found.

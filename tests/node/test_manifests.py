@@ -669,6 +669,8 @@ def test_the_serving_certificate_rotates_in_place_without_a_failed_admission(
         address = service["spec"]["clusterIP"]
         _, secret = cluster.request("GET", secret_path)
         first = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        left = first.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+        assert left.total_seconds() <= 60, f"issued under other flags: valid for {left} more"
         eventually(
             lambda: _served_serial(address) == first.serial_number,
             "the webhook serves the new certificate",

@@ -16,11 +16,18 @@ and instead of finishing a start-up that a loaded machine makes slow. From the l
 command's own stop path runs (`attach`). What is left is the interpreter's own start, before any
 of our code runs: a signal there ends the process as it ends any program (by the signal).
 
+Why that exit is `os._exit` after flushing stdout and stderr, not a SystemExit raised from the
+handler: a Python signal handler runs at whatever bytecode the main thread is at, and an
+exception raised there can land inside an extension module's initialisation. Raised inside
+orjson's (imported when the agent first connects), it crashed the interpreter with SIGSEGV: 4 of
+150 agents sent SIGINT at random points of their start. Nothing before the loop needs unwinding.
+
 Guarantees:
 - `install()` (main thread) takes SIGINT and SIGTERM at once, ignored at exec or not; the first
   one received is kept in `received`.
-- `exit_with(code)`: from then until `attach`, a signal (or one received already) raises
-  SystemExit(code(signum)).
+- `exit_with(code)`: a signal received already raises SystemExit(code(signum)) from exit_with;
+  from then until `attach`, a signal ends the process at once with that code (`exit_now`: stdout
+  and stderr flushed, then `os._exit`).
 - `attach(on_stop)` (inside the running loop) hands every later signal to `on_stop(signum)` from
   the loop, and calls it once, soon, for a signal received before it.
 - `run(main)` runs a tool's coroutine: a stop signal cancels it and the command returns the
@@ -29,10 +36,13 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 # asyncio is imported where it is used: the installed commands take the signals before they
 # import anything heavy (jobset_controller.console), and this module is the first they import.
@@ -45,11 +55,27 @@ def by_signal(signum: int) -> int:
     return 128 + signum
 
 
+def exit_now(code: int) -> NoReturn:
+    """End the process with `code` from a signal handler (module docstring: why not SystemExit).
+    What the command printed is flushed first; a stream the signal interrupted mid-write (a
+    reentrant flush) or already closed keeps what it had."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            stream.flush()
+    os._exit(code)
+
+
 class StopSignals:
     """SIGINT and SIGTERM for one command (module docstring)."""
 
-    def __init__(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
+    def __init__(
+        self,
+        signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+        *,
+        end: Callable[[int], NoReturn] = exit_now,
+    ) -> None:
         self.signals = signals
+        self._end = end
         self.received: int | None = None
         self._exit: Callable[[int], int] | None = None
         self._on_stop: Callable[[int], None] | None = None
@@ -89,7 +115,7 @@ class StopSignals:
         if self.received is None:
             self.received = signum
         if self._exit is not None and not self._attached:
-            raise SystemExit(self._exit(signum))
+            self._end(self._exit(signum))
 
     def _deliver(self, signum: int) -> None:
         if self.received is None:

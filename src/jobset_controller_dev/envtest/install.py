@@ -3,7 +3,7 @@
 - `install_manifests`: `kubectl apply --server-side -k` of a kustomization that takes
   `manifests/default` and overrides only the image (what the README tells users to do);
 - `install_chart`: `helm install` of `charts/jobset-controller` with the image set;
-- `wait_rollout`: the Deployment's pods Ready through the kubelet's probes;
+- `wait_rollout`: the Deployment's pods Ready through the kubelet's probes, and its old pods gone;
 - `wait_service_served`: the Service has a ready endpoint AND a connection to its ClusterIP gets
   through from the node's network, so the first request through it (the API server calling a
   webhook after a rollout) cannot race kube-proxy: waited for, never retried blindly.
@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import yaml
 
@@ -146,8 +147,14 @@ def uninstall_manifests(node: RealNode) -> None:
 
 
 def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None:
-    """`kubectl rollout status` of the controller's Deployment, for `timeout` s (scaled here:
-    `polling.scaled`); kubectl's error says which replicas it last saw."""
+    """`kubectl rollout status` of the controller's Deployment, then its old pods gone, within
+    `timeout` s each (scaled here: `polling.scaled`); kubectl's error says which replicas it
+    last saw.
+
+    Why the second wait: rollout status is done once the new pods are available, while the old
+    ones may still be terminating, and a terminating controller still runs (it drains, and its
+    certificate rotator still writes the Secret under the old flags: a test that deleted the
+    Secret right after a rollout got it back from the old pod, with the old lifetimes)."""
     node.cluster.kubectl(
         "rollout",
         "status",
@@ -156,6 +163,28 @@ def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None
         install.namespace,
         f"--timeout={scaled(timeout):.0f}s",
     )
+    _, deployment = node.cluster.request(
+        "GET", f"/apis/apps/v1/namespaces/{install.namespace}/deployments/{install.deployment}"
+    )
+    want = deployment["spec"].get("replicas", 1)
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        _, found = node.cluster.request(
+            "GET",
+            f"/api/v1/namespaces/{install.namespace}/pods?labelSelector={quote(install.pod_selector)}",
+        )
+        terminating = [
+            p["metadata"]["name"] for p in found["items"] if p["metadata"].get("deletionTimestamp")
+        ]
+        if not terminating and len(found["items"]) == want:
+            return
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(
+                f"deployment {install.namespace}/{install.deployment}: old pods not gone within "
+                f"{scaled(timeout):g} s ({len(found['items'])} pods for {want} replicas, "
+                f"terminating: {terminating})"
+            )
+        time.sleep(0.2)  # poll interval of the wait for the condition above
 
 
 def wait_service_served(node: RealNode, namespace: str, service: str, timeout: float = 60) -> None:
