@@ -13,7 +13,9 @@
 
 venv="${JOBSET_VENV:-.venv}"
 python="${PYTHON:-python3}"
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts, counted from the first: where a run's time went, read off its log.
+steps_started=${steps_started:-$(date +%s)}
+step() { printf '\n==> %s (at %ss)\n' "$*" "$(( $(date +%s) - steps_started ))"; }
 
 test_venv() {
   step "python environment ($venv)"
