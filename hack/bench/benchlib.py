@@ -287,8 +287,12 @@ class Controller:
         python: Path | None = None,
         extra_args: Sequence[str] = (),
         config: str = "",
+        webhook_certs: Path | None = None,
     ) -> None:
-        """`config`: YAML lines added to the Configuration file (e.g. a `featureGates` map)."""
+        """`config`: YAML lines added to the Configuration file (e.g. a `featureGates` map).
+        `webhook_certs`: a directory holding tls.crt and tls.key that the webhook server serves
+        (internal certificate management off), so that a bench can trust it and give another
+        server the same pair; by default internal certificate management issues one."""
         self.label, self.src, self.plane = label, src, plane
         self.config = config
         self.extra_args = list(extra_args)
@@ -296,6 +300,7 @@ class Controller:
         self.workers, self.log_level = workers, log_level
         self.log_path = workdir / f"controller-{label}-{time.monotonic_ns()}.log"
         self.metrics_port, self.health_port = free_port(), free_port()
+        self.webhook_port, self.webhook_certs = free_port(), webhook_certs
         self.profile = profile
         self.proc: subprocess.Popen[bytes] | None = None
         self.pid = 0
@@ -312,10 +317,12 @@ class Controller:
         # The webhook on a port of its own (internal certificate management fills certDir), so
         # two controllers of one run, or another process on :9443, never compete for it.
         config = self.log_path.with_suffix(".config.yaml")
+        certs = self.webhook_certs or config.parent / "no-certs"
+        given = "internalCertManagement:\n  enable: false\n" if self.webhook_certs else ""
         config.write_text(
             "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
-            f"webhook:\n  certDir: {config.parent / 'no-certs'}\n  host: 127.0.0.1\n"
-            f"  port: {free_port()}\n" + self.config
+            f"webhook:\n  certDir: {certs}\n  host: 127.0.0.1\n"
+            f"  port: {self.webhook_port}\n" + given + self.config
         )
         args = [
             self.python, "-m", "jobset_controller", "run",

@@ -56,6 +56,9 @@ directory as timeline-<mode>-<round>.json.
 
 Run: JOBSET_K8S_BIN=~/.cache/jobset-controller/k8s-v1.37.2/bin .venv/bin/python
      hack/bench/gang_bench.py [--rounds 3] [--modes none gang rjob-gangs basic] [--gpus-per-pod 4]
+
+`--contention` measures instead what gangs are for: gang_contention.py's docstring says how
+(`--jobsets 2 --jobset-pods 160 --work 10 --stall 60`), with this file's cluster and flags.
 """
 
 from __future__ import annotations
@@ -415,6 +418,9 @@ def counts(values: dict[str, float]) -> str:
 
 
 def main() -> int:
+    # Here, not at the top: gang_contention.py builds on this module's pieces.
+    from gang_contention import contention_bench, contention_options, print_contention
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
@@ -425,6 +431,13 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=8, help="pods per Job")
     parser.add_argument("--gpus-per-pod", type=int, default=4, help="of 4 per node; 0: none")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument(
+        "--contention",
+        action="store_true",
+        help="instead: JobSets that each fit alone but not together, with and without gangs "
+        "(gang_contention.py)",
+    )
+    contention_options(parser)
     args = parser.parse_args()
     if args.jobs % args.replicated_jobs:
         parser.error("--jobs must be a multiple of --replicated-jobs")
@@ -450,12 +463,18 @@ def main() -> int:
             stem="gang-bench",
             sections={"featureGates": {GATE: True}},
         )
-        runs = asyncio.run(bench(cluster, args))
+        if args.contention:
+            outcomes = asyncio.run(contention_bench(cluster, args))
+        else:
+            runs = asyncio.run(bench(cluster, args))
     finally:
         if controller is not None:
             controller.stop(60)
         cluster.stop()
-    print_tables(runs, args, len(nodes))
+    if args.contention:
+        print_contention(outcomes, args, len(nodes))
+    else:
+        print_tables(runs, args, len(nodes))
     return 0
 
 

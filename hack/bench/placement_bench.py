@@ -2,152 +2,368 @@
 
 One full cluster (etcd, apiserver, controller-manager, scheduler, kwok) with RACKS x NODES kwok
 nodes, one rack per topology domain. For each strategy, in its own namespace and with its own
-`jobset-controller run`: one JobSet with one Job per rack and PODS pods per Job (pods run
-forever). Measured:
+controller: one JobSet with one Job per rack and PODS pods per Job (pods run forever), posted
+already defaulted (no JobSet webhook is registered for either controller). Measured:
 
 - pods/s: pods / seconds from the JobSet create to every pod bound;
-- API requests made by every client during that time (apiserver_request_total, our own polling
-  subtracted), and pod creates refused (non-2xx POST pods: upstream's rejected followers);
+- API requests made by every client during that time (apiserver_request_total, the bench's own
+  polls and scrapes subtracted), split by client where the client counts its own
+  (rest_client_requests_total of the controller, kube-controller-manager and kube-scheduler;
+  "other" is the rest: kwok's), and pod creates refused (non-2xx POST pods: rejected followers);
+- the API server's latency of each pod webhook (apiserver_admission_webhook_admission_duration
+  _seconds, p50 and p99 interpolated in its buckets, so coarse: 5, 25, 100, 500 ms, ...);
+- the controller's CPU over that time and its RSS at the end;
 - restart: a pod is deleted (its Job fails, backoffLimit 0), the JobSet restarts and recreates
   every Job; seconds until every pod of the new attempt is bound.
 
 Strategies: none (no exclusive placement: the ceiling), affinity (affinity in every pod template:
-the controller without pod webhooks), reject (leader/follower, upstream's rejected followers),
-gate (leader/follower, followers wait behind a scheduling gate), node-selector (nodes labelled
-per Job beforehand). Also printed: the memory of one cached pod, full and trimmed.
+our controller without pod webhooks), reject (leader/follower, rejected followers), gate (ours:
+followers wait behind a scheduling gate), node-selector (nodes labelled per Job beforehand).
+With `--upstream` (the default; `--no-upstream` to skip), upstream's controller v0.12.0
+(hack/upstream-jobset.sh) runs none, reject (its pod webhooks, registered by URL as ours are)
+and node-selector after ours, on the same cluster, with the same client budget (QPS 500, burst
+500). Also printed: the memory of one cached pod, full and trimmed, and what the idle cluster
+costs (RSS and CPU of each component over `--idle` seconds before the first strategy).
+
+`--nodes-total N` is the scale upstream measured its placement at (kubernetes-sigs/jobset#174):
+N / 20 racks of 20 nodes, 15 pods per Job. kwok's node Leases are then renewed every
+`--node-lease` / 4 seconds (default 600 s at more than 1000 nodes: 5000 nodes renew about 33
+Leases a second instead of 500 with the 40 s default), and kube-controller-manager's node grace
+period is twice the Lease (FullCluster's `node_lease_seconds`).
 
 Run: JOBSET_K8S_BIN=... .venv/bin/python hack/bench/placement_bench.py [--racks 32 --pods 8]
+     [--nodes-total 5000] [--only none reject ...] [--no-upstream] [--no-restart]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import os
 import re
+import ssl
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.controller.pods import trim_pod
+from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
+from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
-from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.kwok_stages import NODE_LEASE_SECONDS, RUN_FOREVER_ANNOTATION
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL, rack_topology
-from jobset_controller_dev.envtest.placement import PlacementController
+from jobset_controller_dev.envtest.placement import (
+    MUTATING_NAME,
+    VALIDATING_NAME,
+    PlacementController,
+)
+from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.upstream import UpstreamController, ensure_upstream
+from jobset_controller_dev.envtest.webhooks import MUTATING, VALIDATING, pod_webhook_configuration
 
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/node-selector"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
-_REQUESTS = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$", re.M)
+OURS, UPSTREAM = "ours", "upstream"
+STRATEGIES = ("none", "affinity", "reject", "gate", "node-selector")
+UPSTREAM_STRATEGIES = ("none", "reject", "node-selector")
+WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
+_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)\{([^}]*)\} ([0-9.e+-]+|\+Inf|NaN)$", re.M)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
 class Row:
+    controller: str
     name: str
     seconds: float = 0.0
     pods_per_second: float = 0.0
     requests: float = 0.0
     rejected_creates: float = 0.0
     restart_seconds: float = 0.0
+    by_client: dict[str, float] = field(default_factory=dict)
+    webhook_ms: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    rss_mib: float = 0.0
 
 
-class Counter:
-    """apiserver_request_total (resource requests of every client), and our own polls."""
+def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    for name, labels, value in _SAMPLE.findall(text):
+        yield name, dict(_LABEL.findall(labels)), float(value)
+
+
+def process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def process_rss(pid: int) -> float:
+    """MiB."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+class Scraper:
+    """/metrics of the API server (through the cluster's client), of kube-controller-manager and
+    kube-scheduler (their secure ports, as the admin), and of the controller under test; counts
+    the API requests its own reads cost, so that they are subtracted."""
 
     def __init__(self, cluster: FullCluster) -> None:
         self.cluster = cluster
         self.polls = 0
+        self.context = ssl.create_default_context(cafile=str(cluster.ca.pair.cert))
+        self.context.load_cert_chain(str(cluster.admin.cert), str(cluster.admin.key))
 
-    def read(self) -> tuple[float, float]:
+    def apiserver(self) -> str:
+        """Not a resource request: apiserver_request_total's resource series never count it."""
         _, body = self.cluster.request("GET", "/metrics")
-        total = rejected = 0.0
-        for labels, value in _REQUESTS.findall(body.get("raw", "")):
-            fields = dict(part.split("=", 1) for part in labels.split(","))
-            fields = {k: v.strip('"') for k, v in fields.items()}
-            if not fields.get("resource"):
-                continue
-            total += float(value)
-            if (
-                fields.get("resource") == "pods"
-                and fields.get("verb") == "POST"
-                and not fields.get("code", "").startswith("2")
-            ):
-                rejected += float(value)
-        return total, rejected
+        return str(body.get("raw", ""))
+
+    def component(self, port: int) -> str:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=self.context, timeout=30)
+        try:
+            conn.request("GET", "/metrics")
+            return conn.getresponse().read().decode()
+        finally:
+            conn.close()
+
+    def reading(self, subject: Subject) -> dict[str, Any]:
+        """Cumulative counts now: every client's requests, refused pod creates, webhook latency
+        buckets, each client's own request counts, the controller's CPU."""
+        out: dict[str, Any] = {"total": 0.0, "rejected": 0.0, "buckets": {}, "clients": {}}
+        for name, labels, value in samples(self.apiserver()):
+            if name == "apiserver_request_total" and labels.get("resource"):
+                out["total"] += value
+                if (
+                    labels.get("resource") == "pods"
+                    and labels.get("verb") == "POST"
+                    and not labels.get("code", "").startswith("2")
+                ):
+                    out["rejected"] += value
+            elif name == "apiserver_admission_webhook_admission_duration_seconds_bucket":
+                key = (labels.get("name", ""), float(labels["le"]))
+                out["buckets"][key] = out["buckets"].get(key, 0.0) + value
+        for client, port in (
+            ("kube-controller-manager", self.cluster.controller_manager_port),
+            ("kube-scheduler", self.cluster.scheduler_port),
+        ):
+            out["clients"][client] = rest_requests(self.component(port))
+        out["clients"]["controller"] = rest_requests(subject.metrics())
+        out["cpu"] = process_cpu(subject.pid)
+        return out
 
 
+def rest_requests(text: str) -> float:
+    return sum(v for name, _, v in samples(text) if name == "rest_client_requests_total")
+
+
+def quantile(buckets: dict[float, float], q: float) -> float:
+    """The q-quantile of a cumulative histogram (le -> count), interpolated linearly within
+    its bucket, as Prometheus's histogram_quantile does."""
+    bounds = sorted(buckets)
+    total = buckets.get(float("inf"), 0.0)
+    if not total:
+        return float("nan")
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = bound, count
+    return lower
+
+
+# ----------------------------------------------------------------------------- subjects
+class Subject:
+    """A controller under test, running: its pid, /metrics, and how many API requests one
+    scrape of its /metrics costs (upstream's filter asks for a TokenReview and a
+    SubjectAccessReview)."""
+
+    pid: int
+    scrape_requests = 0
+
+    def metrics(self) -> str:
+        raise NotImplementedError
+
+
+class Ours(Subject):
+    def __init__(self, controller: PlacementController, port: int) -> None:
+        assert controller.process is not None
+        self.pid = controller.process.proc.pid
+        self.port = port
+
+    def metrics(self) -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", "/metrics")
+            return conn.getresponse().read().decode()
+        finally:
+            conn.close()
+
+
+class Upstream(Subject):
+    scrape_requests = 2
+
+    def __init__(self, controller: UpstreamController, token: str) -> None:
+        pid = controller.process.pid
+        assert pid is not None
+        self.pid = pid
+        self.port = controller.metrics_port
+        self.token = token
+
+    def metrics(self) -> str:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its self-signed metrics certificate, on loopback
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=30)
+        try:
+            conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {self.token}"})
+            return conn.getresponse().read().decode()
+        finally:
+            conn.close()
+
+
+@contextmanager
+def ours(cluster: FullCluster, workdir: Path, followers: str | None) -> Iterator[Subject]:
+    port = free_port()
+    with PlacementController(cluster, workdir, followers, metrics_port=port) as controller:
+        yield Ours(controller, port)
+
+
+@contextmanager
+def upstream(
+    cluster: FullCluster, workdir: Path, webhooks: bool, bin_dir: Path, token: str
+) -> Iterator[Subject]:
+    """Upstream's manager as a host process: leader election off, QPS 500 / burst 500, its
+    webhook server on 127.0.0.1 with a pair from the cluster's CA, and with `webhooks` its two
+    pod webhooks registered by URL under the names ours use (upstream's own names)."""
+    certs = workdir / "upstream-certs"
+    cluster.ca.write_pair(
+        certs, "upstream-webhook", common_name="upstream-webhook",
+        ip_addresses=("127.0.0.1",), server=True,
+    )  # fmt: skip
+    port = free_port()
+    config = write_configuration(
+        workdir / "upstream-config.yaml",
+        {
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
+            "leaderElection": {"leaderElect": False},
+            "clientConnection": {"qps": 500, "burst": 500},
+        },
+    )
+    if webhooks:
+        base, ca = f"https://127.0.0.1:{port}", cluster.ca.cert_pem
+        for path, body in (
+            (MUTATING, pod_webhook_configuration(MUTATING_NAME, "mpod.kb.io",
+                                                 base + MUTATE_POD_PATH, ca)),
+            (VALIDATING, pod_webhook_configuration(VALIDATING_NAME, "vpod.kb.io",
+                                                   base + VALIDATE_POD_PATH, ca)),
+        ):  # fmt: skip
+            status, reply = cluster.request("POST", path, body)
+            assert status == 201, reply
+    controller = UpstreamController(
+        bin_dir,
+        kubeconfig=cluster.kubeconfig,
+        config=config,
+        log=workdir / "upstream.log",
+        args=["--leader-elect=false", "--zap-log-level=info"],
+    )
+    try:
+        controller.wait_ready(120)
+        yield Upstream(controller, token)
+    finally:
+        cluster.request("DELETE", f"{MUTATING}/{MUTATING_NAME}")
+        cluster.request("DELETE", f"{VALIDATING}/{VALIDATING_NAME}")
+        controller.stop(60)
+
+
+# ----------------------------------------------------------------------------- one strategy
 def jobset(name: str, racks: int, pods: int, annotations: dict[str, str]) -> dict[str, Any]:
+    """Posted already defaulted: no JobSet webhook is registered, and upstream's reconciler
+    expects the defaults its webhook would have set."""
     workers = replicated_job(
         "w", racks, pods=pods, backoff_limit=0, annotations={RUN_FOREVER_ANNOTATION: "true"}
     )
-    return jobset_manifest(
+    manifest = jobset_manifest(
         name,
         replicated_jobs=[workers],
         annotations=annotations,
         failurePolicy={"maxRestarts": 1},
     )
+    manifest["spec"] = default_jobset(JobSet.model_validate(manifest)).to_dict()["spec"]
+    return manifest
 
 
-def live_pods(cluster: FullCluster, counter: Counter, ns: str) -> list[dict[str, Any]]:
-    counter.polls += 1
-    return [
-        p
-        for p in cluster.list_items(f"/api/v1/namespaces/{ns}/pods")
-        if not p["metadata"].get("deletionTimestamp")
-    ]
+def bound_pods(cluster: FullCluster, scraper: Scraper, ns: str, attempt: str) -> list[Any]:
+    """The live pods of `attempt` that are bound to a node (one list, by field selector)."""
+    scraper.polls += 1
+    query = urlencode({"labelSelector": f"{ATTEMPT}={attempt}", "fieldSelector": "spec.nodeName!="})
+    status, body = cluster.request("GET", f"/api/v1/namespaces/{ns}/pods?{query}")
+    assert status == 200, body
+    return [p for p in body.get("items") or () if not p["metadata"].get("deletionTimestamp")]
 
 
 def wait_bound(
-    cluster: FullCluster, counter: Counter, ns: str, count: int, attempt: str, timeout: float
+    cluster: FullCluster, scraper: Scraper, ns: str, count: int, attempt: str, timeout: float
 ) -> list[dict[str, Any]]:
+    """Polled (a list per poll, counted as the bench's own requests): every 0.2 s, or every
+    second at thousands of pods, whose lists cost the API server and the bench more."""
+    interval = 0.2 if count <= 1000 else 1.0
     deadline = time.monotonic() + timeout
     while True:
-        pods = [
-            p
-            for p in live_pods(cluster, counter, ns)
-            if p["metadata"]["labels"].get(ATTEMPT) == attempt
-        ]
-        if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
+        pods = bound_pods(cluster, scraper, ns, attempt)
+        if len(pods) >= count:
             return pods
         if time.monotonic() > deadline:
-            bound = sum(1 for p in pods if p["spec"].get("nodeName"))
-            raise TimeoutError(f"{ns}: {bound}/{count} pods bound after {timeout} s")
-        time.sleep(0.2)
+            raise TimeoutError(f"{ns}: {len(pods)}/{count} pods bound after {timeout} s")
+        time.sleep(interval)
 
 
 def wait_no_jobset_pods(cluster: FullCluster) -> None:
     """The previous strategy's pods are gone (their anti-affinity spans namespaces)."""
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 900
     while cluster.list_items("/api/v1/pods", label_selector=JOBSET_NAME):
         if time.monotonic() > deadline:
             raise TimeoutError("pods of the previous strategy are still there")
-        time.sleep(0.5)
+        time.sleep(1.0)
 
 
 def run_strategy(
     cluster: FullCluster,
+    start: Callable[[Path], Any],
     workdir: Path,
+    label: str,
     name: str,
-    followers: str | None,
     annotations: dict[str, str],
-    racks: int,
-    pods: int,
+    args: argparse.Namespace,
     prepare: Callable[[str], None] = lambda ns: None,
 ) -> tuple[Row, list[dict[str, Any]]]:
+    racks, pods = args.racks, args.pods
     wait_no_jobset_pods(cluster)
-    ns = cluster.create_namespace(f"bench-{name}")
+    ns = cluster.create_namespace(f"bench-{label}-{name}")
     prepare(ns)
-    counter = Counter(cluster)
+    scraper = Scraper(cluster)
     total = racks * pods
-    row = Row(name)
-    strategy_dir = workdir / name
+    timeout = max(600.0, total / 2)
+    row = Row(label, name)
+    strategy_dir = workdir / f"{label}-{name}"
     strategy_dir.mkdir()
-    with PlacementController(cluster, strategy_dir, followers):
-        before, rejected_before = counter.read()
+    with start(strategy_dir) as subject:
+        before = scraper.reading(subject)
+        polls = scraper.polls
         began = time.monotonic()
         status, reply = cluster.request(
             "POST",
@@ -155,20 +371,43 @@ def run_strategy(
             jobset("bench", racks, pods, annotations),
         )
         assert status == 201, reply
-        placed = wait_bound(cluster, counter, ns, total, "0", timeout=600)
+        placed = wait_bound(cluster, scraper, ns, total, "0", timeout=timeout)
         row.seconds = time.monotonic() - began
-        after, rejected_after = counter.read()
+        # The bench's own resource requests in the window: its pod lists, the JobSet create,
+        # and what the first reading's scrape of the controller cost (upstream: a TokenReview
+        # and a SubjectAccessReview).
+        own = scraper.polls - polls + 1 + subject.scrape_requests
+        after = scraper.reading(subject)
         row.pods_per_second = total / row.seconds
-        row.requests = after - before - counter.polls - 2  # our polls and the two /metrics reads
-        row.rejected_creates = rejected_after - rejected_before
-        victim = placed[0]["metadata"]["name"]
-        began = time.monotonic()
-        cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{victim}")
-        wait_bound(cluster, counter, ns, total, "1", timeout=600)
-        row.restart_seconds = time.monotonic() - began
+        row.requests = after["total"] - before["total"] - own
+        row.rejected_creates = after["rejected"] - before["rejected"]
+        row.cpu_s = after["cpu"] - before["cpu"]
+        row.rss_mib = process_rss(subject.pid)
+        for client, value in after["clients"].items():
+            row.by_client[client] = value - before["clients"][client]
+        row.by_client["other"] = row.requests - sum(row.by_client.values())
+        for webhook in WEBHOOKS:
+            buckets = {
+                le: value - before["buckets"].get((hook, le), 0.0)
+                for (hook, le), value in after["buckets"].items()
+                if hook == webhook
+            }
+            if buckets.get(float("inf")):
+                row.webhook_ms[webhook] = (
+                    quantile(buckets, 0.5) * 1000,
+                    quantile(buckets, 0.99) * 1000,
+                    buckets[float("inf")],
+                )
+        if args.restart:
+            victim = placed[0]["metadata"]["name"]
+            began = time.monotonic()
+            cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{victim}")
+            wait_bound(cluster, scraper, ns, total, "1", timeout=timeout)
+            row.restart_seconds = time.monotonic() - began
         cluster.delete_namespace(ns)
     print(
-        f"  {name}: {row.seconds:.1f} s, restart {row.restart_seconds:.1f} s",
+        f"  {label} {name}: {row.seconds:.1f} s, restart {row.restart_seconds:.1f} s, "
+        f"{row.by_client}, webhooks {row.webhook_ms}",
         file=sys.stderr,
         flush=True,
     )
@@ -189,28 +428,67 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
     return size
 
 
+def idle_cost(cluster: FullCluster, seconds: float) -> list[tuple[str, float, float]]:
+    """(component, RSS MiB, CPU cores) of each process of the cluster over `seconds` at rest."""
+    procs = [(p.name, p.pid) for p in cluster.component_processes() if p.pid is not None]
+    cpu0 = {pid: process_cpu(pid) for _, pid in procs}
+    time.sleep(seconds)
+    return [
+        (name, process_rss(pid), (process_cpu(pid) - cpu0[pid]) / seconds) for name, pid in procs
+    ]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--racks", type=int, default=32)
     parser.add_argument("--nodes", type=int, default=8, help="nodes per rack")
     parser.add_argument("--pods", type=int, default=8, help="pods per Job")
     parser.add_argument(
-        "--only", nargs="*", default=["none", "affinity", "reject", "gate", "node-selector"]
+        "--nodes-total", type=int, help="N / 20 racks of 20 nodes, 15 pods per Job (module doc)"
     )
+    parser.add_argument(
+        "--node-lease", type=int, help="kwok's node Lease seconds (default: module docstring)"
+    )
+    parser.add_argument("--idle", type=float, default=20.0, help="seconds the idle cost is read")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        choices=STRATEGIES,
+        default=list(STRATEGIES),
+        help="strategies, run in the order given",
+    )
+    parser.add_argument("--no-upstream", dest="upstream", action="store_false")
+    parser.add_argument("--no-restart", dest="restart", action="store_false")
     args = parser.parse_args()
-    racks, pods = args.racks, args.pods
+    if args.nodes_total:
+        args.nodes = 20
+        args.racks = args.nodes_total // args.nodes
+        args.pods = 15
+    racks = args.racks
+    node_count = racks * args.nodes
+    lease = args.node_lease or (600 if node_count > 1000 else NODE_LEASE_SECONDS)
+    upstream_bin = ensure_upstream() if args.upstream else None
     workdir = Path(tempfile.mkdtemp(prefix="placement-bench-"))
     began = time.monotonic()
     nodes = rack_topology(racks=racks, nodes_per_rack=args.nodes, zones=4, gpus=0)
-    cluster = FullCluster(nodes=nodes, workdir=workdir / "cluster").start()
+    cluster = FullCluster(
+        nodes=nodes, workdir=workdir / "cluster", node_lease_seconds=lease
+    ).start()
     print(
         f"cluster with {len(nodes)} kwok nodes in {racks} racks up in "
-        f"{time.monotonic() - began:.1f} s",
+        f"{time.monotonic() - began:.1f} s (node Lease {lease} s)",
         file=sys.stderr,
     )
     rows: list[Row] = []
     sample: list[dict[str, Any]] = []
+    idle: list[tuple[str, float, float]] = []
     try:
+        idle = idle_cost(cluster, args.idle)
+        token = ""
+        if upstream_bin is not None:
+            from upstreamlib import scraper_token  # the bench directory is on sys.path
+
+            token = scraper_token(cluster, workdir)
         rack_nodes: dict[str, list[str]] = {}
         for spec in nodes:
             rack_nodes.setdefault(spec.labels[RACK_LABEL], []).append(spec.name)
@@ -222,25 +500,39 @@ def main() -> None:
                 )
 
         exclusive = {EXCLUSIVE: RACK_LABEL}
-        plans: list[tuple[str, str | None, dict[str, str], Callable[[str], None]]] = [
-            ("none", None, {}, lambda ns: None),
-            ("affinity", None, exclusive, lambda ns: None),
-            ("reject", "Reject", exclusive, lambda ns: None),
-            ("gate", "Gate", exclusive, lambda ns: None),
-            ("node-selector", None, {**exclusive, NODE_SELECTOR: "true"}, label_per_job),
-        ]
-        for name, followers, annotations, prepare in plans:
-            if name not in args.only:
-                continue
+        plans: dict[str, tuple[str | None, dict[str, str], Callable[[str], None]]] = {
+            "none": (None, {}, lambda ns: None),
+            "affinity": (None, exclusive, lambda ns: None),
+            "reject": ("Reject", exclusive, lambda ns: None),
+            "gate": ("Gate", exclusive, lambda ns: None),
+            "node-selector": (None, {**exclusive, NODE_SELECTOR: "true"}, label_per_job),
+        }
+        for name in args.only:  # in the order given: a long run measures the first ones first
+            followers, annotations, prepare = plans[name]
+
+            def start_ours(d: Path, followers: str | None = followers) -> Any:
+                return ours(cluster, d, followers)
+
             row, placed = run_strategy(
-                cluster, workdir, name, followers, annotations, racks, pods, prepare
+                cluster, start_ours, workdir, OURS, name, annotations, args, prepare
             )
             rows.append(row)
             if name == "gate":
                 sample = placed
+            if upstream_bin is not None and name in UPSTREAM_STRATEGIES:
+
+                def start_upstream(
+                    d: Path, webhooks: bool = name == "reject", bin_dir: Path = upstream_bin
+                ) -> Any:
+                    return upstream(cluster, d, webhooks, bin_dir, token)
+
+                row, _ = run_strategy(
+                    cluster, start_upstream, workdir, UPSTREAM, name, annotations, args, prepare
+                )
+                rows.append(row)
     finally:
         cluster.stop()
-    print_table(rows, racks, pods, len(nodes))
+        print_table(rows, args, len(nodes), lease, idle)  # what was measured, even if cut short
     if sample:
         full = sum(deep_size(p) for p in sample) / len(sample)
         trimmed = sum(deep_size(trim_pod(p)) for p in sample) / len(sample)
@@ -250,25 +542,72 @@ def main() -> None:
         )
 
 
-def print_table(rows: list[Row], racks: int, pods: int, nodes: int) -> None:
-    ceiling = next((r for r in rows if r.name == "none"), rows[0] if rows else None)
+def print_table(
+    rows: list[Row],
+    args: argparse.Namespace,
+    nodes: int,
+    lease: int,
+    idle: list[tuple[str, float, float]],
+) -> None:
+    racks, pods = args.racks, args.pods
+    load = os.getloadavg()
     print(
-        f"\n{racks} Jobs x {pods} pods = {racks * pods} pods on {nodes} kwok nodes in "
-        f"{racks} racks\n"
+        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average at the end "
+        f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}: {racks} Jobs x {pods} pods = "
+        f"{racks * pods} pods on {nodes} kwok nodes in {racks} racks (node Lease {lease} s)\n"
     )
+    if idle:
+        print("the idle cluster (RSS MiB, CPU cores): " + ", ".join(
+            f"{name} {rss:.0f} / {cpu:.2f}" for name, rss, cpu in idle
+        ) + "\n")  # fmt: skip
+    if not rows:
+        return
+    ceiling = next((r for r in rows if r.name == "none" and r.controller == OURS), rows[0])
+    print(f"x ceiling: of {ceiling.controller} {ceiling.name}'s pods/s\n")
     print(
-        "| strategy | seconds | pods/s | x ceiling | API requests | x ceiling | rejected pod "
-        "creates | restart: s to all bound | x ceiling |"
+        "| controller | strategy | seconds | pods/s | x ceiling | API requests (controller / "
+        "kcm / scheduler / other) | refused pod creates | mpod p50 / p99 ms | vpod p50 / p99 ms "
+        "| controller CPU s | RSS MiB | restart: s to all bound |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|")
     for row in rows:
-        assert ceiling is not None
-        print(
-            f"| {row.name} | {row.seconds:.1f} | {row.pods_per_second:.1f} | "
-            f"{row.pods_per_second / ceiling.pods_per_second:.2f} | {row.requests:.0f} | "
-            f"{row.requests / max(ceiling.requests, 1):.2f} | {row.rejected_creates:.0f} | "
-            f"{row.restart_seconds:.1f} | {row.restart_seconds / ceiling.restart_seconds:.2f} |"
+        clients = " / ".join(
+            f"{row.by_client.get(k, 0):.0f}"
+            for k in ("controller", "kube-controller-manager", "kube-scheduler", "other")
         )
+        hooks = [
+            "{:.0f} / {:.0f}".format(*row.webhook_ms[w][:2]) if w in row.webhook_ms else "-"
+            for w in WEBHOOKS
+        ]
+        print(
+            f"| {row.controller} | {row.name} | {row.seconds:.1f} | {row.pods_per_second:.1f} | "
+            f"{row.pods_per_second / ceiling.pods_per_second:.2f} | {row.requests:.0f} "
+            f"({clients}) | {row.rejected_creates:.0f} | {hooks[0]} | {hooks[1]} | "
+            f"{row.cpu_s:.1f} | {row.rss_mib:.0f} | "
+            f"{row.restart_seconds:.1f} |"
+        )
+    by = {(r.controller, r.name): r for r in rows}
+    print()
+    for mode in ("reject", "gate"):
+        mine, fallback, theirs = (
+            by.get((OURS, mode)),
+            by.get((OURS, "affinity")),
+            by.get((UPSTREAM, "reject")),
+        )
+        if mine and fallback:
+            print(f"ours {mode} / ours affinity, pods/s: "
+                  f"{mine.pods_per_second / fallback.pods_per_second:.2f}x")  # fmt: skip
+        if mine and theirs:
+            print(
+                f"ours {mode} / upstream reject: pods/s "
+                f"{mine.pods_per_second / theirs.pods_per_second:.2f}x, API requests "
+                f"{mine.requests / max(theirs.requests, 1):.2f}x"
+            )
+    creates = [r for r in rows if r.controller == UPSTREAM and r.name == "reject"]
+    if creates:
+        rate = creates[0].pods_per_second
+        print(f"upstream reject: {rate:.1f} pods/s, the rate its pods reached admission "
+              "(admission_bench.py --rate compares latency at it)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import yaml
 from benchlib import Controller, parse_metrics
 
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import upstream_manager
 
 SCRAPER_NAMESPACE = "bench-scraper"
@@ -69,17 +68,22 @@ class UpstreamController(Controller):
     """Upstream's `jobset-manager` binary as a child process; `src` is its bin directory."""
 
     def __init__(self, *args: Any, token: str, **kwargs: Any) -> None:
+        """`webhook_certs` (a keyword of `Controller`): the pair its webhook server serves;
+        by default one issued here by the control plane's CA."""
         super().__init__(*args, **kwargs)
         self.token = token
 
     async def start(self, limit: float = 300.0) -> float:
         """Start; returns the seconds from spawning the process to /readyz answering 200."""
         stem = f"upstream-{time.monotonic_ns()}"
-        cert_dir = self.log_path.parent / f"{stem}-certs"
-        cert_dir.mkdir()
-        self.plane.ca.write_pair(
-            cert_dir, stem, common_name="upstream-webhook", ip_addresses=("127.0.0.1",), server=True
-        )
+        cert_dir = self.webhook_certs
+        if cert_dir is None:
+            cert_dir = self.log_path.parent / f"{stem}-certs"
+            cert_dir.mkdir()
+            self.plane.ca.write_pair(
+                cert_dir, stem, common_name="upstream-webhook", ip_addresses=("127.0.0.1",),
+                server=True,
+            )  # fmt: skip
         config = self.log_path.with_suffix(".config.yaml")
         config.write_text(
             yaml.safe_dump(
@@ -87,7 +91,11 @@ class UpstreamController(Controller):
                     "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
                     "kind": "Configuration",
                     "internalCertManagement": {"enable": False},
-                    "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(cert_dir)},
+                    "webhook": {
+                        "host": "127.0.0.1",
+                        "port": self.webhook_port,
+                        "certDir": str(cert_dir),
+                    },
                     "leaderElection": {"leaderElect": False},
                     "clientConnection": {"qps": 500, "burst": 500},
                 }

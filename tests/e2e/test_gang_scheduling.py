@@ -32,7 +32,10 @@ from jobset_controller.runtime.client import ApiError, KubeClient
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
-from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.kwok_stages import (
+    RUN_DURATION_ANNOTATION,
+    RUN_FOREVER_ANNOTATION,
+)
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import NodeSpec
 from jobset_controller_dev.envtest.polling import eventually, scaled
@@ -399,6 +402,112 @@ async def test_two_gangs_that_cannot_both_fit_are_never_half_placed_and_one_runs
     # Wall time on this machine, so scaled as every wait is.
     assert all(whole_at - at <= scaled(BINDING_IN_FLIGHT) for at in partial), history
     print(f"gang race: {winner} won; reads {len(climb)}, partial reads {len(partial)}")
+
+
+async def test_two_gangs_under_contention_run_one_after_the_other_never_half_placed(
+    gated: Space,
+) -> None:
+    """What gangs are for: two JobSets that each fit alone but not together (4 CPUs, two gangs
+    of 3 one-CPU pods). Pod by pod, both could hold nodes and neither have all its pods; as
+    gangs, one runs whole while the other holds no node, then the other runs whole once the
+    first's pods have ended, and both complete.
+
+    The pods run until the test lets them finish (the workload's end, played by the test): the
+    loser is seen waiting, judged unschedulable by the scheduler, before the winner may end, so
+    the contention is certain, not raced for. Every reading is one list of the namespace's pods
+    (one resourceVersion), so the two JobSets are compared in one consistent state. As in the
+    test above, a partial count is allowed only on its way to the whole gang (the binding calls
+    of one gang cycle), never as a state."""
+    space = gated
+    space.add_nodes(2)  # 4 CPUs: one gang of 3 fits, two do not
+    gangs = ("red", "blue")
+    await asyncio.gather(
+        *(space.create(space.jobset(js, space.rjob("w", 1, 3), scheduling={})) for js in gangs)
+    )
+    history: list[tuple[float, dict[str, Reading]]] = []
+
+    async def read() -> dict[str, Reading]:
+        listed = await space.kube.get(f"/api/v1/namespaces/{space.name}/pods")
+        now = {js: Reading() for js in gangs}
+        for pod in listed.get("items") or ():
+            reading = now[pod["metadata"]["labels"][JOBSET_NAME]]
+            reading.pods += 1
+            reading.bound += bool(pod["spec"].get("nodeName"))
+            reading.ended += pod["status"].get("phase") in ("Succeeded", "Failed")
+        history.append((time.monotonic(), now))
+        return now
+
+    async def one_waits() -> bool:
+        now = await read()
+        whole = [js for js in gangs if now[js].bound == now[js].pods == 3]
+        waiting = [js for js in gangs if now[js].bound == 0 and now[js].pods == 3]
+        if len(whole) != 1 or len(waiting) != 1:
+            return False
+        return bool(await space.events(waiting[0], "PodGroupUnschedulable"))
+
+    await eventually(one_waits, "one gang bound whole, the other waiting unschedulable", WITHIN)
+    last = history[-1][1]
+    winner = next(js for js in gangs if last[js].bound == 3)
+    loser = next(js for js in gangs if js != winner)
+
+    await finish_pods(space, winner)
+
+    async def loser_whole() -> bool:
+        return (await read())[loser].bound == 3
+
+    await eventually(loser_whole, f"{loser} bound whole once {winner}'s pods ended", WITHIN)
+    await finish_pods(space, loser)
+
+    async def both_completed() -> bool:
+        await read()
+        for js in gangs:
+            status = (await space.kube.get(space.jobsets_path(js))).get("status") or {}
+            if not any(
+                c["type"] == "Completed" and c["status"] == "True"
+                for c in status.get("conditions") or ()
+            ):
+                return False
+        return True
+
+    await eventually(both_completed, "both JobSets Completed", WITHIN)
+
+    # Never half-placed: a count between 0 and 3 only on its way to 3, within the binding's
+    # flight time; and never both at once: the loser held a node only once every pod of the
+    # winner had ended.
+    for js in gangs:
+        climb = [now[js].bound for _, now in history]
+        assert climb == sorted(climb), (js, climb)  # no pod ever lost its node
+        whole_at = next(at for at, now in history if now[js].bound == 3)
+        partial = [at for at, now in history if 0 < now[js].bound < 3]
+        assert all(whole_at - at <= scaled(BINDING_IN_FLIGHT) for at in partial), (js, history)
+    overlap = [(at, now) for at, now in history if now[loser].bound and now[winner].ended < 3]
+    assert overlap == [], overlap
+    print(
+        f"gang contention: {winner} ran first, {loser} after it; readings {len(history)}, "
+        f"partial readings {sum(0 < now[js].bound < 3 for _, now in history for js in gangs)}"
+    )
+
+
+@dataclass
+class Reading:
+    """One JobSet's pods in one list of the namespace."""
+
+    pods: int = 0
+    bound: int = 0
+    ended: int = 0
+
+
+async def finish_pods(space: Space, jobset: str) -> None:
+    """Let the JobSet's pods end: their run-forever annotation taken off, kwok ends each
+    Succeeded a moment later (the workload finishing, played by the test)."""
+    patch = {
+        "metadata": {
+            "annotations": {RUN_FOREVER_ANNOTATION: None, RUN_DURATION_ANNOTATION: "100ms"}
+        }
+    }
+    for pod in await space.pods(jobset):
+        path = f"/api/v1/namespaces/{space.name}/pods/{pod['metadata']['name']}"
+        await space.kube.merge_patch(path, patch)
 
 
 async def test_per_replicated_job_gangs_with_depends_on_start_in_order_without_deadlock(

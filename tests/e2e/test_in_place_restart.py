@@ -5,10 +5,14 @@ restart code, as the kubelet's restart-all-containers rule restarts the pod's co
 
 The cluster is this module's own (pods stay Running for an hour): the session's controller runs
 without the gate. JOBSET_E2E_IN_PLACE_PODS sets the pod count (default 64; 256 fits in ~8 GiB).
+The second test drives every pod's agent from one event loop (envtest/agent_pool.py, what
+hack/bench/restart_bench.py measures with), so the bench's figures rest on a tested barrier.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -18,6 +22,8 @@ from typing import Any
 import pytest
 
 from jobset_controller.runtime.client import KubeClient
+from jobset_controller.runtime.kubeconfig import load as load_access
+from jobset_controller_dev.envtest.agent_pool import AgentPool
 from jobset_controller_dev.envtest.agents import HostKubelet
 from jobset_controller_dev.envtest.controller import ControllerProcess, local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
@@ -137,3 +143,42 @@ async def test_in_place_restarts_keep_every_pod_and_a_deleted_pod_joins_the_barr
     assert len(after) == PODS
     assert len(after - uids) == 1
     assert kubelet.unexpected == []
+
+
+async def test_every_agent_in_one_process_restarts_every_pod_in_place(
+    kube: KubeClient, namespace: str, gated_controller: ControllerProcess, cluster: FullCluster
+) -> None:
+    """The agent pool: each pod's agent is the agent's own code with a connection of its own,
+    all in this test's event loop; a failed agent is started again for its pod, as is one that
+    exits with the restart code."""
+    pool = AgentPool(await load_access(str(cluster.kubeconfig), None), namespace, "js")
+    following = asyncio.create_task(pool.run())
+    try:
+        path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+        await kube.create(path, manifest())
+        await wait_current(kube, namespace, 0, f"all {PODS} pooled agents at attempt 0")
+        uids = set(pool.tasks)
+        assert len(uids) == PODS
+
+        victim = sorted(pool.names.values())[0]
+        assert pool.fail(victim)
+        began = time.monotonic()
+        await wait_current(kube, namespace, 1, "every pod restarts in place into attempt 1")
+        print(f"in-place restart of {PODS} pods, agents in one process: "
+              f"{time.monotonic() - began:.2f} s")  # fmt: skip
+        assert set(pool.tasks) == uids  # no pod replaced, none left without its agent
+        assert all(pool.restarts.get(uid) == 1 for uid in uids), pool.restarts
+        current = await status(kube, namespace)
+        assert current.get("restarts", 0) == 0  # no Job recreated
+
+        # A pod deleted by hand: its agent stops, the replacement's joins attempt 2.
+        doomed = next(uid for uid in sorted(uids) if pool.names[uid] != victim)
+        await kube.delete(f"/api/v1/namespaces/{namespace}/pods/{pool.names[doomed]}")
+        await wait_current(kube, namespace, 2, "the replacement pod joins; all at attempt 2")
+        assert doomed not in pool.tasks
+        assert len(pool.tasks) == PODS
+        assert pool.unexpected == []
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following

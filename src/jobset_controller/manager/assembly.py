@@ -63,7 +63,12 @@ def build(
     config, add = options.config, runnables.add
     features = FeatureGates.from_mapping(config.feature_gates)
     wiring = controllers.Wiring(
-        client, controllers.SharedMetrics.of(registry), identity, clock, rng
+        client,
+        controllers.SharedMetrics.of(registry),
+        identity,
+        clock,
+        rng,
+        events_client=client.with_own_budget(),
     )
     placement_mode = PlacementMode(
         client,

@@ -71,6 +71,8 @@ class Wiring:
     identity: str
     clock: Clock
     rng: RandomSource = random
+    # The event recorders' client: `client` with a rate limit of its own (runtime/events.py).
+    events_client: KubeClient | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class ControllerUnit:
 def _queue_and_recorder(name: str, wiring: Wiring) -> tuple[WorkQueue[str], EventRecorder]:
     queue: WorkQueue[str] = WorkQueue(name, clock=wiring.clock, metrics=wiring.metrics.workqueue)
     recorder = EventRecorder(
-        wiring.client,
+        wiring.events_client or wiring.client,
         reporting_controller=name,
         reporting_instance=wiring.identity,
         clock=wiring.clock,

@@ -270,6 +270,23 @@ class KubeClient:
             rng=rng,
         )
 
+    def with_own_budget(self) -> KubeClient:
+        """A client of the same server, connections, credentials and metrics, with a
+        client-side rate limit of its own (the same QPS and burst): what controller-runtime
+        gives an event recorder, so that its writes neither wait behind the reconciles' nor
+        spend their budget (runtime/events.py). Close only the original: the connections are
+        its."""
+        return KubeClient(
+            server=self.server,
+            transport=self._transport,
+            credentials=self._credentials,
+            settings=self.settings,
+            metrics=self._metrics,
+            bucket=client_throttle(self.settings.qps, self.settings.burst, clock=self._clock),
+            clock=self._clock,
+            rng=self._rng,
+        )
+
     async def close(self) -> None:
         await self._transport.close()
 

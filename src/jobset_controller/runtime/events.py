@@ -2,7 +2,18 @@
 
 Events are best-effort, supplemental data. So `EventRecorder.record` is synchronous, cheap and
 never raises or blocks: it puts the occurrence on a bounded buffer and returns. One background
-task (`run`) writes the buffer to the API server, one write at a time, in the order recorded.
+task (`run`) takes the buffer in the order recorded and writes it to the API server with up to
+`max_in_flight` writes at once (8), one at a time per key, so an Event's series patch always
+follows its create.
+
+Why several writes at once: a write takes a round trip to the API server, and while the
+controller reconciles thousands of JobSets that round trip is long (the API server is busy with
+the reconciles' own writes). One write at a time then wrote fewer Events per second than the
+reconciles recorded: at 20,000 suspended JobSets created at once, 1,292 of their 20,000 Events
+were dropped from a full buffer. client-go's recorder writes one at a time too, but from Go, and
+through a client of its own (controller-runtime gives the recorder its own rate limiter); the
+manager gives ours one as well (`KubeClient.with_own_budget`), so Events do not wait behind the
+reconciles' writes for the client-side budget, nor take theirs.
 
 Aggregation, like client-go's `tools/events` broadcaster (read at kubernetes master, 2026):
 
@@ -67,6 +78,9 @@ WARNING: Final = "Warning"
 DEFAULT_ACTION: Final = "Reconciling"
 
 MAX_PENDING: Final = 1000  # client-go's maxQueuedEvents
+# Writes at once (module docstring): enough to cover the API server's round trip at the rate a
+# controller records under load, few enough not to crowd the API server's inflight limit.
+MAX_IN_FLIGHT: Final = 8
 SERIES_WINDOW: Final = 6 * 60.0  # client-go's finishTime: a key unseen this long ends its series
 SERIES_HEARTBEAT: Final = 30.0  # how often changed series counts are written (see docstring)
 NOTE_LIMIT_BYTES: Final = 1024  # apiserver validation: note is at most 1 KiB
@@ -196,12 +210,13 @@ class EventRecorder:
         clock: Clock | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         max_pending: int = MAX_PENDING,
+        max_in_flight: int = MAX_IN_FLIGHT,
         series_heartbeat: float = SERIES_HEARTBEAT,
         series_window: float = SERIES_WINDOW,
         metrics: EventMetrics | None = None,
     ) -> None:
-        if max_pending < 1:
-            raise ValueError("max_pending must be at least 1")
+        if max_pending < 1 or max_in_flight < 1:
+            raise ValueError("max_pending and max_in_flight must be at least 1")
         if series_heartbeat <= 0 or series_window <= 0:
             raise ValueError("series_heartbeat and series_window must be positive")
         self._client = client
@@ -225,6 +240,9 @@ class EventRecorder:
         self._wakeup = asyncio.Event()
         self._heartbeat_due = False
         self._write_lock = asyncio.Lock()  # run() and flush() never write at the same time
+        # Writes under way, by key: the last one of each key, which the next of that key awaits.
+        self._in_flight: dict[_Key, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(max_in_flight)
         self._last_name_nanos = 0
         self._warned_full = False
 
@@ -275,8 +293,14 @@ class EventRecorder:
                 await ticker
 
     async def flush(self) -> None:
-        """Write everything buffered now, and every series count not yet written."""
-        await self._write(force_heartbeat=True)
+        """Write everything buffered now, and every series count not yet written. Cancelled
+        (its caller's time ran out), it cancels the writes still under way."""
+        try:
+            await self._write(force_heartbeat=True)
+        except asyncio.CancelledError:
+            for task in list(self._in_flight.values()):
+                task.cancel()
+            raise
 
     async def _tick(self) -> None:
         while True:
@@ -287,15 +311,45 @@ class EventRecorder:
     async def _write(self, *, force_heartbeat: bool) -> None:
         async with self._write_lock:
             while self._pending:
-                occurrence = self._pending.popleft()
-                try:
-                    await self._handle(occurrence)
-                except Exception:
-                    log.exception("handling event failed", reason=occurrence.key[2])
+                await self._slots.acquire()  # at most max_in_flight writes at once
+                self._start(self._pending.popleft())
             self._warned_full = False
             if force_heartbeat or self._heartbeat_due:
                 self._heartbeat_due = False
+                await self._settle()  # a series is written once its create has been
                 await self._heartbeat()
+            if force_heartbeat:
+                await self._settle()
+
+    def _start(self, occurrence: _Occurrence) -> None:
+        """Handle `occurrence` in a task of its own, after the one of its key under way."""
+        key = occurrence.key
+        task = asyncio.get_running_loop().create_task(
+            self._handle_in_turn(occurrence, self._in_flight.get(key))
+        )
+        self._in_flight[key] = task
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._slots.release()
+            if self._in_flight.get(key) is task:
+                del self._in_flight[key]
+
+        task.add_done_callback(done)
+
+    async def _handle_in_turn(
+        self, occurrence: _Occurrence, before: asyncio.Task[None] | None
+    ) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # its outcome is its own to log
+        try:
+            await self._handle(occurrence)
+        except Exception:
+            log.exception("handling event failed", reason=occurrence.key[2])
+
+    async def _settle(self) -> None:
+        """Until every write under way has ended."""
+        while self._in_flight:
+            await asyncio.wait(list(self._in_flight.values()))
 
     async def _handle(self, occurrence: _Occurrence) -> None:
         series = self._series.get(occurrence.key)

@@ -73,6 +73,7 @@ from prometheus_client.registry import Collector
 
 from jobset_controller.runtime.http1client import check_header_value, content_length
 from jobset_controller.runtime.memtrim import TrimAfterCloses
+from jobset_controller.runtime.requestline import RequestLines
 from jobset_controller.runtime.tlsconn import RECORD_BUFFER, ClientHellos, shape_problem
 
 log = structlog.get_logger("httpserver")
@@ -307,6 +308,7 @@ class HttpServer:
                 tls,
                 lambda: _ServerConnection(self),
                 handshake_timeout=header_timeout,
+                shutdown_timeout=_LINGER,
                 read_buffer=self._read_buffer,
                 closed=trim.closed,
             )
@@ -402,6 +404,7 @@ class HttpServer:
                     conn,
                     ssl=self.tls,
                     ssl_handshake_timeout=self.header_timeout,
+                    ssl_shutdown_timeout=_LINGER,  # a lingering close's bound (`_linger`)
                 )
         except OSError as error:
             conn.close()  # gone before it was served: that client's problem, nobody else's
@@ -486,7 +489,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         "_held",
         "_in_body",
         "_in_message",
+        "_lines",
         "_lingering",
+        "_messages",
         "_parser",
         "_parsing",
         "_peer_done",
@@ -506,9 +511,13 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._server = server
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
+        # The request lines, checked as Go checks them (runtime/requestline.py), and how many
+        # requests the parser has begun (a queued request's ordinal is its place in that count).
+        self._lines = RequestLines(_HEAD_LIMIT)
+        self._messages = 0
         # Whole requests (whether the connection stays open after each, the bytes of the body
-        # budget each holds) and refusals.
-        self._queue: deque[tuple[Request, bool, int] | _Refusal] = deque()
+        # budget each holds, the request's ordinal on the connection) and refusals.
+        self._queue: deque[tuple[Request, bool, int, int] | _Refusal] = deque()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_kind = ""
@@ -569,6 +578,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
                 self._fed_in_head += len(data)
                 if self._fed_in_head > 2 * _HEAD_LIMIT:  # one header line without end
                     self._refuse(Reply.text("request headers too large\n", 431))
+        self._check_lines(data)  # whichever way the parser stopped: what it queued is checked
         if self._task is not None and self._queue and self._transport is not None:
             self._transport.pause_reading()  # a whole request waits: read no further for now
         if self._budget_wait and self._transport is not None:
@@ -614,6 +624,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
 
     # ---- parser callbacks (httptools calls them by name)
     def on_message_begin(self) -> None:
+        self._messages += 1
         self._in_message, self._in_body = True, False
         self._head_size, self._fed_in_head = 0, 0
         self._url.clear()
@@ -654,6 +665,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._refuse(Reply.text("request body too large\n", 413))
             raise _Stop
         self._upgrade = self._parser.should_upgrade()
+        self._lines.body_length(length)
         if length:
             self._in_body = True
             self._expect_continue = self._headers.get("expect", "").lower() == "100-continue"
@@ -688,7 +700,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
             bytes(self._body),
         )
         keep_alive = self._parser.should_keep_alive() and not self._upgrade
-        self._queue.append((request, keep_alive, self._reserved))
+        self._queue.append((request, keep_alive, self._reserved, self._messages - 1))
         self._reserved = 0
         self._in_message = self._in_body = False
         self._url.clear()
@@ -705,6 +717,23 @@ class _ServerConnection(asyncio.BufferedProtocol):
             raise _Stop
 
     # ---- the queue
+    def _check_lines(self, data: memoryview) -> None:
+        """Refuse (400, as Go) the first request whose request line is not exactly METHOD SP
+        TARGET SP VERSION, and every request after it; the requests before it are served.
+        Only requests the parser began count (after a request that closes the connection, the
+        rest of the read is not a request)."""
+        bad = self._lines.scan(data)
+        if bad is None or bad >= self._messages:
+            return
+        while self._queue:
+            last = self._queue[-1]
+            if not isinstance(last, _Refusal) and last[3] < bad:
+                break
+            self._queue.pop()
+            if not isinstance(last, _Refusal):
+                self._release(last[2])
+        self._refuse(Reply.text("bad request: malformed request line\n", 400))
+
     def _refuse_parse_error(self, error: httptools.HttpParserError) -> None:
         """Go's answers: 505 for a version other than 1.x, else 400 naming what was wrong."""
         reason = str(error)
@@ -771,7 +800,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
             else:
                 transport.resume_reading()  # to see the client leave (its handler is cancelled)
             self._disarm()
-            self._task = asyncio.get_running_loop().create_task(self._serve(*item))
+            self._task = asyncio.get_running_loop().create_task(self._serve(*item[:3]))
             return
         if self._peer_done:
             transport.close()  # every request of a half-closed client is answered
@@ -833,19 +862,34 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._transport.write(data)
 
     def _linger(self) -> None:
-        """Close after the answer so that the client can read it: send our end (FIN) where the
-        transport can, read and drop what the client still sends, close at its EOF or after
-        `_LINGER` seconds. Closing with unread input would make the kernel send RST, which can
-        discard the answer before the client reads it (Go's closeWriteAndWait)."""
+        """Close after the answer so that the client can read it, and say so at once: send our
+        end, read and drop what the client still sends, close at its end or after `_LINGER`
+        seconds. Closing with unread input would make the kernel send RST, which can discard
+        the answer before the client reads it (Go's closeWriteAndWait).
+
+        Our end is a FIN on a plain connection (``write_eof``). asyncio's TLS transport cannot
+        half-close (``can_write_eof()`` is always False), so a TLS connection is closed instead:
+        that sends close_notify at once (as Go's ``tls.Conn.CloseWrite``), then waits for the
+        client's close_notify, dropping what else it sends, for at most its protocol's shutdown
+        timeout, which the server sets to `_LINGER` (runtime/tlsconn.py, `_connect`). On the
+        stdlib's TLS path (an interpreter whose asyncio has another shape) the close_notify goes
+        at once too, but a client still sending after it is dropped at its next record, as
+        OpenSSL refuses application data after close_notify: its answer may then be lost."""
         transport = self._transport
         if transport is None or self._lingering:
             return
         self._lingering = True
-        if self._peer_done:
+        if self._peer_done or not transport.can_write_eof():
+            transport.resume_reading()  # what the client still sends is read (and dropped)
             transport.close()
             return
-        if transport.can_write_eof():
+        try:
             transport.write_eof()
+        except OSError:
+            # The client reset the connection after the answer was written (ENOTCONN): there
+            # is nobody left to linger for.
+            transport.abort()
+            return
         transport.resume_reading()
         self._arm("linger", _LINGER)
 

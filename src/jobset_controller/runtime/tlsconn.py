@@ -29,7 +29,8 @@ for Go's crypto/tls, which grows its buffers with what arrives. Two pieces bring
 
 Both rely on asyncio's ``sslproto`` as CPython 3.11 to 3.13 write it (``SSLProtocol``'s
 constructor, its ``max_size``, the ``_ssl_buffer``/``_ssl_buffer_view`` it reads into, its
-application transport's buffer-limit setters), which is not a documented API: tests/unit/runtime/
+application transport's buffer-limit setters, the shutdown steps that a lingering close takes
+over), which is not a documented API: tests/unit/runtime/
 test_tlsconn.py pins each of them on every interpreter the suite runs on. On an interpreter whose
 ``SSLProtocol`` has another shape (`shape_problem` says why), the servers take the standard
 library's TLS path instead (asyncio's own ``SSLProtocol``, its buffers as they come), with one
@@ -45,7 +46,7 @@ import socket
 import ssl
 from asyncio import sslproto
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, cast
 
 import structlog
 
@@ -84,6 +85,7 @@ class RecordSizedSSLProtocol(sslproto.SSLProtocol):
         waiter: asyncio.Future[None],
         *,
         handshake_timeout: float,
+        shutdown_timeout: float,
         read_buffer: memoryview | None = None,
         first_bytes: bytes = b"",
     ) -> None:
@@ -93,8 +95,11 @@ class RecordSizedSSLProtocol(sslproto.SSLProtocol):
             context,
             waiter,
             server_side=True,
-            # Seconds, a float as asyncio reads it (typeshed says int).
+            # Seconds, floats as asyncio reads them (typeshed says int).
             ssl_handshake_timeout=handshake_timeout,  # type: ignore[arg-type]
+            # How long a close waits for the client's close_notify (the stdlib's 30 s would
+            # hold a refused or closing connection that long).
+            ssl_shutdown_timeout=shutdown_timeout,
         )
         # Through the application's transport, whose setters only record the limits while
         # nothing is buffered (as now, before the connection is made).
@@ -105,6 +110,32 @@ class RecordSizedSSLProtocol(sslproto.SSLProtocol):
                 raise ValueError(f"a read buffer of {len(read_buffer)} bytes holds no record")
             self._ssl_buffer = self._ssl_buffer_view = read_buffer
         self._first_bytes = first_bytes
+
+    def _do_shutdown(self) -> None:
+        """A lingering close over TLS: our close_notify goes at once, and what the client still
+        sends before its own close_notify is read and dropped.
+
+        The stdlib's shutdown hands every record that arrives after our close_notify to
+        OpenSSL's ``SSL_shutdown``, which fails on application data
+        (APPLICATION_DATA_AFTER_CLOSE_NOTIFY): the connection is then dropped with that data
+        unread, and the kernel's reset can discard the answer before the client reads it (a
+        refused client still sending its body). ``SSL_read`` still works after our
+        close_notify, so the records are read here first and dropped, up to the client's
+        close_notify (or the shutdown timeout); then the stdlib completes the shutdown."""
+        stdlib: Any = self  # the stdlib's private state, which typeshed does not describe
+        if not stdlib._eof_received and stdlib._sslobj is not None:
+            try:
+                while stdlib._sslobj.read(MAX_PLAINTEXT):
+                    pass  # dropped, as a plain connection's lingering close drops it
+            except sslproto.SSLAgainErrors:
+                pass
+            except ssl.SSLZeroReturnError:
+                pass  # the client's close_notify: the shutdown below completes
+            except ssl.SSLError as error:
+                stdlib._on_shutdown_complete(error)
+                return
+            stdlib._control_ssl_reading()  # read the socket on, even if reading had paused
+        cast(Any, super())._do_shutdown()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Start the handshake, then feed it `first_bytes` (what the client sent before the
@@ -165,12 +196,14 @@ class ClientHellos:
         app: Callable[[], asyncio.BaseProtocol],
         *,
         handshake_timeout: float,
+        shutdown_timeout: float,
         read_buffer: memoryview,
         closed: Callable[[], None],
     ) -> None:
         self._context = context
         self._app = app
         self._timeout = handshake_timeout
+        self._shutdown_timeout = shutdown_timeout
         self._buffer = read_buffer
         self._closed = closed
         self._pending: dict[int, _Pending] = {}  # by file descriptor
@@ -262,6 +295,7 @@ class ClientHellos:
             self._context,
             waiter,
             handshake_timeout=remaining,
+            shutdown_timeout=self._shutdown_timeout,
             read_buffer=self._buffer,
             first_bytes=hello,
         )
@@ -295,8 +329,15 @@ class ClientHellos:
 
 # What RecordSizedSSLProtocol takes from asyncio's SSLProtocol (module docstring).
 _CONSTRUCTOR = ("loop", "app_protocol", "sslcontext", "waiter", "server_side")
-_METHODS = ("get_buffer", "buffer_updated", "connection_made")
-_INSTANCE = ("_ssl_buffer", "_ssl_buffer_view", "_app_transport")
+_METHODS = (
+    "get_buffer",
+    "buffer_updated",
+    "connection_made",
+    "_do_shutdown",
+    "_on_shutdown_complete",
+    "_control_ssl_reading",
+)
+_INSTANCE = ("_ssl_buffer", "_ssl_buffer_view", "_app_transport", "_sslobj", "_eof_received")
 
 
 @functools.cache
@@ -311,7 +352,7 @@ def shape_problem() -> str | None:
         if not callable(getattr(stock, method, None)):
             return f"asyncio.sslproto.SSLProtocol has no {method}()"
     parameters = inspect.signature(stock.__init__).parameters
-    for name in (*_CONSTRUCTOR, "ssl_handshake_timeout"):
+    for name in (*_CONSTRUCTOR, "ssl_handshake_timeout", "ssl_shutdown_timeout"):
         if name not in parameters:
             return f"asyncio.sslproto.SSLProtocol() takes no {name}"
     loop = asyncio.new_event_loop()
@@ -322,6 +363,7 @@ def shape_problem() -> str | None:
             ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER),
             loop.create_future(),
             handshake_timeout=1.0,
+            shutdown_timeout=1.0,
             read_buffer=memoryview(bytearray(RECORD_BUFFER)),
         )
         for attribute in _INSTANCE:

@@ -34,7 +34,6 @@ The I/O (the leader and node lookups, from the controller's caches) is injected 
 from __future__ import annotations
 
 import base64
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -122,9 +121,11 @@ def decide_mutation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMo
     """What the mutating webhook does to `pod` (module docstring)."""
     if not is_jobset_pod(pod) or uses_node_selector_strategy(pod):
         return PodMutation()
-    out = copy.deepcopy(dict(pod))
-    meta = out.setdefault("metadata", {})
-    spec = out.setdefault("spec", {})
+    # Every change below assigns a member of metadata or spec and changes none in place, so
+    # copies of those two mappings leave `pod` as it was (a deep copy of the whole pod was two
+    # thirds of the handler's CPU, profiled in-process).
+    out = {**pod, "metadata": dict(pod.get("metadata") or {}), "spec": dict(pod.get("spec") or {})}
+    meta, spec = out["metadata"], out["spec"]
     changed = False
     priority = spec.get("priority")
     if priority is not None:

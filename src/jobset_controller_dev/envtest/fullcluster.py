@@ -60,8 +60,9 @@ DEFAULT_CONTROLLERS = (
 )
 _NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
-# InternalIPs 10.1.<n // 250>.<n % 250 + 1>: four /24s of simulated nodes.
-_MAX_NODES = 1000
+# InternalIPs 10.1.<n // 250>.<n % 250 + 1>: forty /24s of simulated nodes (the placement
+# benchmark's 5000 nodes fit; kwok's own node IP, 10.1.255.254, stays clear of them).
+_MAX_NODES = 10000
 
 
 class FullCluster(ControlPlane):
@@ -76,13 +77,20 @@ class FullCluster(ControlPlane):
         pod_run_duration: float = kwok_stages.DEFAULT_RUN_DURATION,
         pod_start_delay: float = 0.0,
         controllers: Sequence[str] = DEFAULT_CONTROLLERS,
+        node_lease_seconds: int = kwok_stages.NODE_LEASE_SECONDS,
         **control_plane_options: Any,
     ) -> None:
         """`nodes`: created at start (default: `rack_topology()`, 4 racks x 2 nodes).
         `pod_run_duration`: seconds a pod stays Ready before it ends (per pod: annotation
         kwok.jobset.test/run-duration). `pod_start_delay`: seconds from scheduled to Running.
+        `node_lease_seconds`: the simulated nodes' Lease duration; kwok renews each Lease every
+        quarter of it, so at thousands of nodes the default (40 s: 100 Lease writes a second
+        at 1000 nodes) keeps the API server busy; a longer one also gets the node lifecycle
+        controller a grace period of twice the duration, so that no node is marked NotReady
+        between two renewals.
         Other options go to `ControlPlane` (bin_dir, crd_paths, workdir, keep_workdir, ...)."""
         super().__init__(**control_plane_options)
+        self.node_lease_seconds = node_lease_seconds
         self._initial_nodes = list(rack_topology() if nodes is None else nodes)
         self.pod_run_duration = pod_run_duration
         self.pod_start_delay = pod_start_delay
@@ -175,11 +183,19 @@ class FullCluster(ControlPlane):
                 "--concurrent-gc-syncs=20",
                 "--concurrent-service-endpoint-syncs=10",
                 "--endpointslice-updates-batch-period=0s",
+                *self._node_monitor_args(),
                 *self.feature_gate_args(),
                 "--v=1",
             ],
             self.workdir / "kube-controller-manager.log",
         )
+
+    def _node_monitor_args(self) -> list[str]:
+        """The node lifecycle controller's grace period, for Leases longer than the default
+        (`__init__`)."""
+        if self.node_lease_seconds <= kwok_stages.NODE_LEASE_SECONDS:
+            return []
+        return [f"--node-monitor-grace-period={2 * self.node_lease_seconds}s"]
 
     def _scheduler(self) -> ManagedProcess:
         client = self.ca.issue("kube-scheduler-client", common_name="system:kube-scheduler")
@@ -224,6 +240,7 @@ class FullCluster(ControlPlane):
             kwok_version=KWOK_VERSION,
             run_duration=self.pod_run_duration,
             start_delay=self.pod_start_delay,
+            node_lease_seconds=self.node_lease_seconds,
         )
         return ManagedProcess(
             "kwok",
@@ -234,7 +251,7 @@ class FullCluster(ControlPlane):
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
                 f"--cidr={kwok_stages.DEFAULT_POD_CIDR}",
                 f"--node-ip={kwok_stages.DEFAULT_NODE_IP}",
-                f"--node-lease-duration-seconds={kwok_stages.NODE_LEASE_SECONDS}",
+                f"--node-lease-duration-seconds={self.node_lease_seconds}",
             ],
             self.workdir / "kwok.log",
         )

@@ -551,10 +551,11 @@ def render_config(
     run_duration: float = DEFAULT_RUN_DURATION,
     start_delay: float = 0.0,
     cidr: str = DEFAULT_POD_CIDR,
+    node_lease_seconds: int = NODE_LEASE_SECONDS,
 ) -> str:
     """The multi-document YAML kwok reads with --config: a KwokConfiguration, then the Stages."""
     documents = [
-        kwok_configuration(cidr=cidr),
+        kwok_configuration(cidr=cidr, node_lease_seconds=node_lease_seconds),
         *node_stages(kubelet_version=kubelet_version, kwok_version=kwok_version),
         *pod_stages(run_duration=run_duration, start_delay=start_delay),
     ]

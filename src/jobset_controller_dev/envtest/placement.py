@@ -35,8 +35,18 @@ class PlacementController:
     """Context manager: the controller with pod webhooks in `followers` mode (Gate or Reject),
     or without any pod webhook (`followers=None`: the affinity-in-job fallback)."""
 
-    def __init__(self, cluster: FullCluster, workdir: Path, followers: str | None) -> None:
+    def __init__(
+        self,
+        cluster: FullCluster,
+        workdir: Path,
+        followers: str | None,
+        *,
+        metrics_port: int | None = None,
+    ) -> None:
+        """`metrics_port`: serve /metrics there over plain HTTP (a benchmark reads the
+        controller's request counts); off by default."""
         self.cluster = cluster
+        self.metrics_port = metrics_port
         self.workdir = workdir
         self.followers = followers
         self.log = workdir / f"controller-{followers or 'fallback'}.log"
@@ -82,9 +92,13 @@ class PlacementController:
             kubeconfig=cluster.kubeconfig,
             config=config_file,
             log=self.log,
-            metrics="0",
+            metrics="0" if self.metrics_port is None else f"127.0.0.1:{self.metrics_port}",
             health_port=health,
-            args=["--leader-elect=false", "--log-format=json"],
+            args=[
+                "--leader-elect=false",
+                "--log-format=json",
+                *(["--metrics-secure=false"] if self.metrics_port is not None else []),
+            ],
         )
         expected = "leader-follower" if self.followers is not None else "affinity-in-job"
         deadline = time.monotonic() + scaled(90)  # ready and in its mode, on a busy machine too

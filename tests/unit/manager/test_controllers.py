@@ -42,6 +42,9 @@ class NoClient:
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the client was used: {name}")
 
+    def with_own_budget(self) -> NoClient:
+        return self  # the events' client: made while building, and it sends nothing either
+
 
 def both_units(registry: CollectorRegistry) -> tuple[ControllerUnit, ControllerUnit]:
     clock = FakeClock()

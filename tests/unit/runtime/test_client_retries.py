@@ -151,3 +151,30 @@ async def test_without_a_client_side_limit_no_request_waits(
     await clock.advance(10)
     await both
     assert session.times == [0.0, 0.0, 0.0, 0.0, 1.0]  # the limited one still spaces them
+
+
+async def test_a_client_with_its_own_budget_neither_waits_for_nor_spends_the_originals(
+    clock: FakeClock, draws: RandomSource
+) -> None:
+    """The event recorders' client (`with_own_budget`): the same connections and limits, a
+    bucket of its own. Both at QPS 1, burst 1: one request each goes at once, whoever spent
+    the other bucket's token."""
+    session = ScriptedTransport(clock, [(200, {})] * 4)
+    main = KubeClient(
+        server="https://api.test",
+        transport=session,  # type: ignore[arg-type]
+        credentials=NoCredentials(),
+        settings=ClientSettings(qps=1, burst=1),
+        metrics=RestClientMetrics(None),
+        bucket=TokenBucket(qps=1, burst=1, clock=clock),
+        clock=clock,
+        rng=draws,
+    )
+    events = main.with_own_budget()
+    await main.get("/api/v1/pods")
+    await events.get("/api/v1/pods")
+    assert session.times == [0.0, 0.0]  # the events' request did not wait for main's token
+    both = asyncio.gather(main.get("/api/v1/pods"), events.get("/api/v1/pods"))
+    await clock.advance(10)
+    await both
+    assert session.times == [0.0, 0.0, 1.0, 1.0]  # each bucket spaces its own, at its QPS

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import datetime
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -411,3 +411,92 @@ async def test_flush_never_raises_when_series_writes_fail(
     writer.error = ServerError(500, {"message": "etcd is down"})
     await recorder.flush()
     assert dropped(registry, "write_failed") >= 1
+
+
+class SlowWriter(RecordingWriter):
+    """Answers each write only when the test says so: writes under way can be counted, and
+    `started` lists each one (verb, reason or series) as it starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+        self.under_way = 0
+        self.most = 0
+        self.started: list[tuple[str, Any]] = []
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.started.append(("create", body["reason"]))
+        await self._wait()
+        return await super().create(path, body)
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        self.started.append(("patch", patch))
+        await self._wait()
+        return await super().merge_patch(path, patch)
+
+    async def _wait(self) -> None:
+        self.under_way += 1
+        self.most = max(self.most, self.under_way)
+        try:
+            await self.open.wait()
+        finally:
+            self.under_way -= 1
+
+
+async def test_writes_of_different_events_overlap_up_to_the_limit(clock: FakeClock) -> None:
+    """A write's round trip does not hold the next Event back: the writer keeps up with a
+    controller that records faster than one write at a time."""
+    writer = SlowWriter()
+    recorder = EventRecorder(writer, reporting_controller="jobset", clock=clock, max_in_flight=3)
+    for index in range(7):
+        recorder.record(JOBSET, "Normal", f"Reason{index}", "note")
+    flushing = asyncio.create_task(recorder.flush())
+    await until(lambda: writer.under_way == 3)
+    assert not flushing.done()
+    writer.open.set()
+    await flushing
+    assert writer.most == 3
+    assert sorted(body["reason"] for _, _, body in writer.calls) == [
+        f"Reason{index}" for index in range(7)
+    ]
+
+
+async def test_a_repeat_waits_for_its_events_create_before_its_series_patch(
+    clock: FakeClock,
+) -> None:
+    writer = SlowWriter()
+    recorder = EventRecorder(
+        writer, reporting_controller="jobset", clock=clock, wall_clock=lambda: WALL
+    )
+    recorder.record(JOBSET, "Normal", "Same", "note")
+    recorder.record(JOBSET, "Normal", "Same", "note")
+    recorder.record(JOBSET, "Normal", "Other", "note")
+    flushing = asyncio.create_task(recorder.flush())
+    await until(lambda: writer.under_way == 2)  # the two creates; the patch waits its turn
+    assert writer.started == [("create", "Same"), ("create", "Other")]
+    writer.open.set()
+    await flushing
+    assert writer.verbs() == ["create", "create", "patch"]
+    assert writer.calls[2][2] == {
+        "series": {"count": 2, "lastObservedTime": "2026-03-04T05:06:07.891011Z"}
+    }
+
+
+async def test_a_flush_cancelled_by_its_deadline_cancels_the_writes_under_way(
+    clock: FakeClock,
+) -> None:
+    writer = SlowWriter()
+    recorder = EventRecorder(writer, reporting_controller="jobset", clock=clock)
+    recorder.record(JOBSET, "Normal", "Reason", "note")
+    flushing = asyncio.create_task(recorder.flush())
+    await until(lambda: writer.under_way == 1)
+    flushing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await flushing
+    await until(lambda: writer.under_way == 0)  # cancelled, not left pending
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while not condition():  # noqa: ASYNC110 - the writer's state, polled
+            await asyncio.sleep(0)

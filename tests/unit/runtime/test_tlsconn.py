@@ -73,7 +73,12 @@ def test_the_stdlib_ssl_protocol_is_left_as_it_is_and_ours_reads_a_record_at_a_t
             loop, asyncio.Protocol(), context, loop.create_future(), server_side=True
         )
         ours = RecordSizedSSLProtocol(
-            loop, asyncio.Protocol(), context, loop.create_future(), handshake_timeout=10.0
+            loop,
+            asyncio.Protocol(),
+            context,
+            loop.create_future(),
+            handshake_timeout=10.0,
+            shutdown_timeout=2.0,
         )
         shared = memoryview(bytearray(RECORD_BUFFER))
         sharing = RecordSizedSSLProtocol(
@@ -82,6 +87,7 @@ def test_the_stdlib_ssl_protocol_is_left_as_it_is_and_ours_reads_a_record_at_a_t
             context,
             loop.create_future(),
             handshake_timeout=10.0,
+            shutdown_timeout=2.0,
             read_buffer=shared,
         )
     finally:
@@ -107,6 +113,7 @@ def test_a_shared_read_buffer_smaller_than_a_record_is_refused(context: ssl.SSLC
                 context,
                 loop.create_future(),
                 handshake_timeout=1.0,
+                shutdown_timeout=1.0,
                 read_buffer=memoryview(bytearray(1024)),
             )
     finally:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -132,6 +133,22 @@ def test_follower_mutation(
     assert spec.get("nodeSelector") == selector
     assert (PLACEMENT_GATE in [g["name"] for g in spec.get("schedulingGates") or ()]) == gated
     assert decision.pod["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("candidate", "leaders", "mode"),
+    [case[1:4] for case in MUTATIONS]
+    + [(pod(0, priority=7), [], GATE), (pod(2, selector={RACK: "r9"}, gates=("x",)), [], GATE)],
+)
+def test_deciding_a_mutation_leaves_the_reviewed_pod_as_it_was(
+    candidate: dict[str, Any], leaders: list[dict[str, Any]], mode: FollowerMode
+) -> None:
+    """The JSON patch is the difference between the reviewed pod and the decision's: a decision
+    that changed the reviewed pod in place would patch nothing (and change a caller's copy)."""
+    before = copy.deepcopy(candidate)
+    decision = decide_mutation(candidate, "ns", lookups(*leaders), mode)
+    assert candidate == before
+    assert decision.pod is None or decision.pod != before
 
 
 def test_leader_gets_affinity_with_priority_match_and_others_untouched() -> None:

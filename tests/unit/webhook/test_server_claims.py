@@ -109,6 +109,17 @@ async def test_a_create_looks_up_each_claim_template_once(
     assert looked_up == ["ns/data-0-js", "ns/data-1-js", "ns/data-2-js"]
 
 
+async def test_a_create_without_claim_policies_looks_up_no_claim(
+    served: tuple[str, list[str]],
+) -> None:
+    url, looked_up = served
+    without = jobset(0)
+    del without["spec"]["volumeClaimPolicies"]
+    assert await post(url, review("CREATE", without)) == 200
+    assert await post(url, review("CREATE", jobset(0))) == 200
+    assert looked_up == []
+
+
 @pytest.mark.parametrize("operation", ["UPDATE", "DELETE", "CONNECT"])
 async def test_other_operations_look_up_no_claim(
     served: tuple[str, list[str]], operation: str

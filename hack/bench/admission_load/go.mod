@@ -1,0 +1,3 @@
+module admissionload
+
+go 1.26
