@@ -1,31 +1,26 @@
-# The controller image: `hack/image.sh` builds it on the development machines and in CI with
-# podman, from a Debian base it makes with mmdebstrap (no image registry needed); the release
-# process builds it from the default BASE. Any Debian-based image with Python >= 3.11 and its
-# venv module works as BASE (python:3.12-slim; Debian 12's python3 + python3-venv).
+# The controller image, one per architecture: `hack/image.sh --arch amd64,arm64` builds them with
+# podman, with no image registry, no network and no emulation, and joins them in a manifest list.
 #
-# The product lives in a virtual environment at a fixed path, the same in both stages, so it
-# works whichever layout the base's Python uses (Debian's pip puts `--prefix` installs under
-# `local/`). The final stage holds the base, that venv and nothing else: no pip, no tests, no
-# development tooling (`jobset_controller_dev` is not in the wheel).
+#   BASE  the runtime for the image's platform: Python 3.11, its runtime libraries and CA
+#         certificates, nothing else (no shell, apt, dpkg or perl). hack/image.sh cuts it from
+#         Debian 12's packages (src/jobset_controller_dev/image/rootfs.py); Google's distroless
+#         python3-debian12 has the same layout (/usr/bin/python3.11).
+#   venv  a build context (`--build-context venv=DIR`): the product's virtual environment at
+#         opt/jobset-controller, and bytecode for the base's standard library, assembled by
+#         src/jobset_controller_dev/image/assemble.py in a container of THIS machine's runtime
+#         (so an arm64 image is assembled on amd64 without emulating an instruction): the
+#         dependencies' wheels for the image's platform, fetched on the host with
+#         `pip download --platform`, unpacked; what no import reads removed; bytecode for the
+#         modules the controller imports in a cluster (hack/image/cluster-modules.txt).
 #
-# PIP_OPTIONS: extra options for the one `pip install`. Empty by default (PyPI); hack/image.sh
-# passes `--no-index --find-links /wheels` with a directory of wheels it fetched on the host (from
-# pip's cache) mounted there, so the build downloads nothing.
-ARG BASE=python:3.12-slim
-
-FROM ${BASE} AS build
-ARG PIP_OPTIONS=""
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY src ./src
-RUN python3 -m venv /opt/jobset-controller \
- && /opt/jobset-controller/bin/pip install --no-cache-dir --disable-pip-version-check \
-      $PIP_OPTIONS . \
- && /opt/jobset-controller/bin/python -m pip uninstall --yes --quiet pip setuptools
-
+# No RUN step: the image is the base plus that one tree. No pip, no tests, no development tooling
+# (`jobset_controller_dev` is not in the wheel).
+ARG BASE=localhost/jobset-python:bookworm
 FROM ${BASE}
-COPY --from=build /opt/jobset-controller /opt/jobset-controller
-ENV PATH=/opt/jobset-controller/bin:$PATH PYTHONUNBUFFERED=1
-# Non-root, like upstream's distroless image (uid 65532).
+COPY --from=venv / /
+# PYTHONDONTWRITEBYTECODE: the root filesystem is read-only in the shipped Deployment, and the
+# modules a controller imports already have their bytecode.
+ENV PATH=/opt/jobset-controller/bin:/usr/bin PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# Non-root, like upstream's distroless image (uid 65532, `nonroot` in the base's /etc/passwd).
 USER 65532:65532
 ENTRYPOINT ["/opt/jobset-controller/bin/jobset-controller", "run"]

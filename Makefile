@@ -1,5 +1,5 @@
 # The README's two commands live here. Everything else is in hack/.
-.PHONY: test dev binaries crd rbac
+.PHONY: test dev binaries crd rbac release
 
 test:  ## install what is needed and run ruff, mypy and every test tier (docs/testing.md)
 	hack/test.sh
@@ -15,3 +15,6 @@ crd:  ## regenerate manifests/crd/bases from a real kube-apiserver's OpenAPI
 
 rbac:  ## regenerate manifests/rbac and the chart's rules from controller/permissions.py
 	.venv/bin/python -m jobset_controller_dev.rbacgen
+
+release:  ## the release's files in dist/ (VERSION=vX.Y.Z, REGISTRY=where the image will live)
+	hack/release.sh --version "$(VERSION)" --registry "$(or $(REGISTRY),localhost)"

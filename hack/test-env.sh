@@ -5,9 +5,13 @@
 #   test_tools   the Kubernetes binaries, Kueue, Kubeflow Trainer and upstream's JobSet
 #                controller, built once from their Go modules and cached outside the repo
 #                (hack/k8s-binaries.sh, hack/kueue.sh, hack/trainer.sh, hack/upstream-jobset.sh),
-#                the controller image with podman (hack/image.sh) and Prometheus
-#                (hack/prometheus.sh), all at once; exports JOBSET_K8S_BIN, JOBSET_KUEUE_BIN,
-#                JOBSET_TRAINER_BIN, JOBSET_UPSTREAM_BIN, JOBSET_IMAGE, JOBSET_IMAGE_ARCHIVES,
+#                the controller's images for amd64 and arm64 with podman and the emulator that
+#                runs the one this machine cannot (hack/image.sh, hack/qemu.sh), all at once;
+#                then the release's files made from those images (hack/release.sh) and
+#                Prometheus (hack/prometheus.sh); exports JOBSET_K8S_BIN, JOBSET_KUEUE_BIN,
+#                JOBSET_TRAINER_BIN, JOBSET_UPSTREAM_BIN, JOBSET_IMAGE (the images' manifest list;
+#                `<it>-<arch>` is one architecture's image), JOBSET_QEMU_BIN, JOBSET_RELEASE_DIR,
+#                JOBSET_IMAGE_ARCHIVES (the pause image's archive, then the release's),
 #                JOBSET_PROMETHEUS_BIN.
 # The caller has `set -euo pipefail` and runs from the repository's root.
 
@@ -32,12 +36,13 @@ test_venv() {
 }
 
 test_tools() {
-  step "tools: the image, Kubernetes, Kueue, Trainer, upstream's controller, Prometheus"
+  step "tools: the images, Kubernetes, Kueue, Trainer, upstream's controller, Prometheus"
   # Each builds (once) or finds its cache, all at the same time: a cold build of each waits on
   # module downloads and single-threaded links as much as on compiling, so one after the other
   # left the cores idle for minutes. Each one's progress goes to stderr with its own prefix; the
   # last line of its stdout names what it made.
-  #   the image the `node` tests install (Dockerfile, podman, a Debian base: no registry);
+  #   the images the `image` tests run, one per release architecture (Dockerfile, podman,
+  #   Debian's packages: no registry), then the emulator for the other architecture;
   #   the Kubernetes binaries, all components (e2e needs the full cluster, node the kubelet);
   #   Kueue's manager for the `kueue` tests, Trainer v2.0.0 for the `trainer` tests, upstream's
   #   controller v0.12.0 with its manifests and chart (differential, swap, chart swap), built
@@ -45,7 +50,11 @@ test_tools() {
   local tool out pids=() outs=()
   for tool in image k8s-binaries kueue trainer upstream-jobset; do
     out=$(mktemp)
-    hack/$tool.sh >"$out" &
+    if [ "$tool" = image ]; then
+      { hack/image.sh --arch amd64,arm64 && hack/qemu.sh; } >"$out" &
+    else
+      hack/$tool.sh >"$out" &
+    fi
     pids+=($!)
     outs+=("$out")
   done
@@ -53,20 +62,32 @@ test_tools() {
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}"
   done
-  JOBSET_IMAGE=$(tail -n 1 "${outs[0]}")
-  JOBSET_IMAGE_ARCHIVES=$(tail -n 3 "${outs[0]}" | head -n 2 | paste -sd:)
+  # The image line's output: ..., the pause archive, the OCI archive, the manifest list, qemu.
+  JOBSET_QEMU_BIN=$(tail -n 1 "${outs[0]}")
+  JOBSET_IMAGE=$(tail -n 2 "${outs[0]}" | head -n 1)
+  local pause_archive
+  pause_archive=$(tail -n 4 "${outs[0]}" | head -n 1)
   JOBSET_K8S_BIN=$(tail -n 1 "${outs[1]}")
   JOBSET_KUEUE_BIN=$(tail -n 1 "${outs[2]}")
   JOBSET_TRAINER_BIN=$(tail -n 1 "${outs[3]}")
   JOBSET_UPSTREAM_BIN=$(tail -n 1 "${outs[4]}")
-  # After the others: it runs apt-get, as the image's hack/node-packages.sh may, and two apt-gets
-  # at once meet apt's locks.
-  JOBSET_PROMETHEUS_BIN=$(hack/prometheus.sh | tail -n 1)
-  export JOBSET_IMAGE JOBSET_IMAGE_ARCHIVES JOBSET_K8S_BIN JOBSET_KUEUE_BIN JOBSET_TRAINER_BIN \
-    JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN
   rm -f "${outs[@]}"
-  for i in JOBSET_IMAGE JOBSET_K8S_BIN JOBSET_KUEUE_BIN JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN \
-    JOBSET_PROMETHEUS_BIN; do
+  # What a user installs (manifests.yaml, the packaged chart, the images' OCI archive), made
+  # from the images above with the kubectl and helm just built: the node tier installs from
+  # them. Unchanged images and inputs: it finds its files and returns in seconds.
+  local version
+  version=v$("$venv/bin/python" -c 'import jobset_controller; print(jobset_controller.__version__)')
+  JOBSET_RELEASE_DIR=$(hack/release.sh --version "$version" \
+    --out "${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}/release" |
+    tail -n 1)
+  JOBSET_IMAGE_ARCHIVES="$pause_archive:$JOBSET_RELEASE_DIR/jobset-controller-$version.oci.tar"
+  # After the others: it runs apt-get, as the image's hack/node-packages.sh and hack/qemu.sh
+  # may, and two apt-gets at once meet apt's locks.
+  JOBSET_PROMETHEUS_BIN=$(hack/prometheus.sh | tail -n 1)
+  export JOBSET_IMAGE JOBSET_IMAGE_ARCHIVES JOBSET_QEMU_BIN JOBSET_RELEASE_DIR JOBSET_K8S_BIN \
+    JOBSET_KUEUE_BIN JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN
+  for i in JOBSET_IMAGE JOBSET_QEMU_BIN JOBSET_RELEASE_DIR JOBSET_K8S_BIN JOBSET_KUEUE_BIN \
+    JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN; do
     echo "using $i=${!i}"
   done
 

@@ -55,6 +55,8 @@ SHARED_DIRECTORIES: Final = {
     "iptables, links and mounts are as it found them",
     "differential": "two full clusters and both controllers, every scenario started at once",
     "e2e/kueue": "one full cluster with our controller shared by the Kueue modules",
+    "image": "one control plane for the tier, and both architectures' images and the emulator "
+    "made once",
 }
 # The e2e modules that use the package's `full_cluster` and `jobset_controller` (tests/e2e/
 # conftest.py) rather than a cluster of their own: one group, so one such cluster runs.
@@ -70,7 +72,16 @@ E2E_PACKAGE_CLUSTER: Final = frozenset(
 )
 # Where a group starts in the run, first to last: the longest (measured) first, the unit tests
 # last, where their many small pieces fill the workers' ends.
-RUN_FIRST: Final = ("node", "differential", "e2e/kueue", "swap", "e2e", "integration", "unit")
+RUN_FIRST: Final = (
+    "node",
+    "differential",
+    "e2e/kueue",
+    "swap",
+    "image",
+    "e2e",
+    "integration",
+    "unit",
+)
 
 
 def _relative(path: str) -> str:

@@ -55,7 +55,6 @@ import asyncio
 import calendar
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -86,6 +85,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     START_AFTER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavailable
+from jobset_controller_dev.image.release import release_files
 
 ROOT = Path(__file__).resolve().parents[2]
 RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"
@@ -133,15 +133,10 @@ class Figures:
 
 
 def image() -> tuple[str, list[Path]]:
-    """The controller image and its archives (pause first): JOBSET_IMAGE and
-    JOBSET_IMAGE_ARCHIVES when set, as for the node tier (hack/test-env.sh), else hack/image.sh."""
-    name, archives = os.environ.get("JOBSET_IMAGE"), os.environ.get("JOBSET_IMAGE_ARCHIVES")
-    if name and archives:
-        return name, [Path(part) for part in archives.split(":")]
-    lines = subprocess.run(
-        [str(ROOT / "hack" / "image.sh")], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return lines[-1], [Path(lines[-3]), Path(lines[-2])]
+    """The release's image and its archives (pause first), as the node tier installs them:
+    what hack/test-env.sh made (JOBSET_RELEASE_DIR, JOBSET_IMAGE_ARCHIVES), else hack/release.sh."""
+    release = release_files()
+    return release.image, release.archives
 
 
 def wait(check: Callable[[], Any], what: str, within: float = 300) -> Any:

@@ -1,4 +1,5 @@
-"""`jobset-controller` command line: `run`, `validate`, `plan`, `status`, `version`, `agent`.
+"""`jobset-controller` command line: `run`, `validate`, `plan`, `status`, `version` (and
+`--version`), `agent`.
 
 Exit codes: 0 success, 1 a checked failure (e.g. an invalid JobSet), 2 bad usage (flag or file).
 """
@@ -73,6 +74,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(prog: str = "jobset-controller") -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description=__doc__)
+    # Like Go programs' `--version` (and `version`, kept): the package's version, one line.
+    parser.add_argument("--version", action="version", version=__version__)
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="default and validate JobSet manifests offline")
     validate.add_argument("files", nargs="+", type=Path)

@@ -225,6 +225,7 @@ def test_probes_and_metrics_answer(start: Callable[[], Controller]) -> None:
         "rest_client_requests_total",
         "leader_election_master_status",
         "jobset_event_loop_lag_seconds",
+        "jobset_build_info",
     ):
         assert name in body
 

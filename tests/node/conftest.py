@@ -1,8 +1,11 @@
 """The real-node tier: one node (kubelet + containerd + kube-proxy + CoreDNS) and the control plane
 in namespaces of their own, shared by every test under tests/node (envtest/realnode.py).
 
-The image comes from `hack/image.sh` (test.sh builds it before pytest and exports
-JOBSET_IMAGE / JOBSET_IMAGE_ARCHIVES; run alone, the fixture builds it). Between the node's start
+The controller comes from the release's files as a user gets them (hack/release.sh: `manifests.yaml`
+with the image pinned, the packaged chart, the images' OCI archive, imported into the node's
+containerd with `ctr images import` as a registry pull would put it there). test.sh makes them
+before pytest and exports JOBSET_RELEASE_DIR and JOBSET_IMAGE_ARCHIVES (the pause image's archive,
+then the release's); run alone, the fixture makes them. Between the node's start
 and stop the test thread is inside the node's network namespace: everything the tests reach
 (the API server, Services through kube-proxy) is there, nothing else.
 
@@ -13,29 +16,14 @@ interface or a host mount behind.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from jobset_controller_dev.envtest.binaries import repo_root
 from jobset_controller_dev.envtest.realnode import RealNode, unavailable
-
-
-def _image() -> tuple[str, list[Path]]:
-    """(the controller image's name, the archives to import: pause first)."""
-    name = os.environ.get("JOBSET_IMAGE")
-    archives = os.environ.get("JOBSET_IMAGE_ARCHIVES")
-    if name and archives:
-        return name, [Path(path) for path in archives.split(":")]
-    root = repo_root()
-    assert root is not None
-    lines = subprocess.run(
-        [str(root / "hack" / "image.sh")], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return lines[-1], [Path(lines[-3]), Path(lines[-2])]
+from jobset_controller_dev.image.release import Release, release_files
 
 
 def _host_state() -> dict[str, str]:
@@ -53,17 +41,17 @@ def _host_state() -> dict[str, str]:
 
 
 @pytest.fixture(scope="package")
-def controller_image() -> tuple[str, list[Path]]:
+def release() -> Release:
     why = unavailable()
     if why is not None:
         pytest.skip(why)
-    return _image()
+    return release_files()
 
 
 @pytest.fixture(scope="package")
-def node(controller_image: tuple[str, list[Path]]) -> Iterator[RealNode]:
+def node(release: Release) -> Iterator[RealNode]:
     before = _host_state()
-    real = RealNode(images=controller_image[1]).start()
+    real = RealNode(images=release.archives).start()
     try:
         yield real
     finally:
@@ -75,5 +63,5 @@ def node(controller_image: tuple[str, list[Path]]) -> Iterator[RealNode]:
 
 
 @pytest.fixture(scope="package")
-def image(controller_image: tuple[str, list[Path]]) -> str:
-    return controller_image[0]
+def image(release: Release) -> str:
+    return release.image

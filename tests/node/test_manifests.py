@@ -1,8 +1,9 @@
-"""The controller installed from `manifests/default` (image overridden, nothing else) and,
-separately, from the Helm chart, in a Pod on the real node: probes, in-cluster credentials, the
-shipped RBAC, webhooks through their Service, real pods that find each other by their JobSet
-hostnames, restricted Pod Security. On the manifests' install also: exclusive placement through
-the pod webhooks, metrics behind TokenReview, two replicas, a killed container.
+"""The controller installed from the release's `manifests.yaml` (the default install, image
+pinned) and, separately, from the release's packaged Helm chart, in a Pod on the real node:
+probes, in-cluster credentials, the shipped RBAC, webhooks through their Service, real pods that
+find each other by their JobSet hostnames, restricted Pod Security. On the manifests' install
+also: exclusive placement through the pod webhooks, metrics behind TokenReview, two replicas, a
+killed container.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from jobset_controller_dev.envtest.install import (
 )
 from jobset_controller_dev.envtest.polling import scaled
 from jobset_controller_dev.envtest.realnode import NODE_NAME, RealNode
+from jobset_controller_dev.image.release import Release
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 CHART_RELEASE = "jobset"
@@ -75,20 +77,24 @@ def jobsets_and_pods(node: RealNode, namespace: str) -> str:
 
 
 @pytest.fixture(scope="module", params=["manifests", "chart"])
-def installed(request: pytest.FixtureRequest, node: RealNode, image: str) -> Iterator[Install]:
-    """The controller installed as users install it: `kubectl apply -k` of manifests/default
-    with the image overridden, or `helm install` of the chart with the image set."""
+def installed(
+    request: pytest.FixtureRequest, node: RealNode, release: Release
+) -> Iterator[Install]:
+    """The controller installed as users install a release: `kubectl apply --server-side -f
+    manifests.yaml`, or `helm install` of the packaged chart with nothing set."""
     if request.param == "manifests":
-        install = install_manifests(node, image)
+        install = install_manifests(node, release.manifests)
     else:
-        install = install_chart(node, image, release=CHART_RELEASE, namespace="jobset-chart")
+        install = install_chart(
+            node, release.chart, release=CHART_RELEASE, namespace="jobset-chart"
+        )
     try:
         wait_rollout(node, install)
         wait_service_served(node, install.namespace, install.webhook_service)
         yield install
     finally:
         if request.param == "manifests":
-            uninstall_manifests(node)
+            uninstall_manifests(node, release.manifests)
         else:
             uninstall_chart(node, release=CHART_RELEASE, namespace=install.namespace)
 

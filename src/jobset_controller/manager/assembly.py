@@ -18,6 +18,7 @@ from jobset_controller.api import FeatureGates
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.manager import certificates, controllers, servers
+from jobset_controller.manager.build_info import register_build_info
 from jobset_controller.manager.environment import ManagerOptions, controller_namespace
 from jobset_controller.manager.warmup import warm_up
 from jobset_controller.runtime.client import KubeClient
@@ -90,6 +91,7 @@ def build(
         scheduling_api=scheduling_api,
     )
 
+    register_build_info(registry)
     for part in _metrics(options, review_client, registry=registry, clock=clock):
         add(part)
     webhooks: servers.Webhooks | None = None

@@ -34,8 +34,15 @@ from jobset_controller.runtime.certs import CertPolicy
 
 T = TypeVar("T")
 
-# Go's names for the machine types Python reports differently (User-Agent's `<os>/<arch>`).
+# Go's names for the machine types Python reports differently (User-Agent's `<os>/<arch>`, the
+# build info metric's `arch`): the names images and nodes use (`kubernetes.io/arch`).
 _GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
+
+
+def go_arch() -> str:
+    """This machine's architecture as Go and Kubernetes name it (`amd64`, `arm64`, `s390x`)."""
+    machine = platform.machine().lower()
+    return _GO_ARCH.get(machine, machine)
 
 
 def user_agent(purpose: str = "") -> str:
@@ -48,12 +55,8 @@ def user_agent(purpose: str = "") -> str:
     managedFields under `api.constants.FIELD_MANAGER`, as upstream's do. What follows the
     version says which controller it is (audit logs) and, with `purpose`, which client.
     """
-    machine = platform.machine().lower()
     tail = f" {purpose}" if purpose else ""
-    return (
-        f"{FIELD_MANAGER}/{__version__} ({sys.platform}/{_GO_ARCH.get(machine, machine)}) "
-        f"jobset-controller{tail}"
-    )
+    return f"{FIELD_MANAGER}/{__version__} ({sys.platform}/{go_arch()}) jobset-controller{tail}"
 
 
 _SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

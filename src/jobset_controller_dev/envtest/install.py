@@ -1,8 +1,8 @@
 """Installing the controller on a real node the way users do, and waiting for it by condition.
 
-- `install_manifests`: `kubectl apply --server-side -k` of a kustomization that takes
-  `manifests/default` and overrides only the image (what the README tells users to do);
-- `install_chart`: `helm install` of `charts/jobset-controller` with the image set;
+- `install_manifests`: `kubectl apply --server-side -f` of the release's `manifests.yaml` (the
+  default install with the image pinned: hack/release.sh), what the README tells users to do;
+- `install_chart`: `helm install` of the release's packaged chart, with no value set;
 - `wait_rollout`: the Deployment's pods Ready through the kubelet's probes, and its old pods gone;
 - `wait_service_served`: the Service has a ready endpoint AND a connection to its ClusterIP gets
   through from the node's network, so the first request through it (the API server calling a
@@ -11,16 +11,12 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
-
-import yaml
 
 from jobset_controller_dev.envtest.binaries import repo_root
 from jobset_controller_dev.envtest.controlplane import ControlPlaneError
@@ -49,24 +45,9 @@ def _root() -> Path:
     return root
 
 
-def install_manifests(
-    node: RealNode, image: str, *, patches: Sequence[Mapping[str, object]] = ()
-) -> Install:
-    """manifests/default with the image overridden (and optional kustomize patches)."""
-    name, _, tag = image.rpartition(":")
-    directory = node.workdir / "kustomize"
-    directory.mkdir(exist_ok=True)
-    kustomization: dict[str, object] = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        # kustomize takes only relative paths to other kustomizations
-        "resources": [os.path.relpath(_root() / "manifests" / "default", directory)],
-        "images": [{"name": "jobset-controller", "newName": name, "newTag": tag}],
-    }
-    if patches:
-        kustomization["patches"] = [dict(patch) for patch in patches]
-    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
-    node.cluster.kubectl("apply", "--server-side", "-k", str(directory))
+def install_manifests(node: RealNode, manifests: Path) -> Install:
+    """The release's `manifests.yaml`, applied as its first line says (server-side)."""
+    node.cluster.kubectl("apply", "--server-side", "-f", str(manifests))
     return Install(
         namespace="jobset-system",
         deployment="jobset-controller-manager",
@@ -78,10 +59,9 @@ def install_manifests(
     )
 
 
-def install_chart(node: RealNode, image: str, *, release: str, namespace: str) -> Install:
-    """`helm install` of charts/jobset-controller into `namespace` (created here, enforcing the
-    restricted Pod Security profile), with the image set and nothing else."""
-    name, _, tag = image.rpartition(":")
+def install_chart(node: RealNode, chart: Path, *, release: str, namespace: str) -> Install:
+    """`helm install` of the release's packaged chart into `namespace` (created here, enforcing
+    the restricted Pod Security profile), nothing set: its default image is the release's."""
     node.cluster.create_namespace(
         namespace, labels={"pod-security.kubernetes.io/enforce": "restricted"}
     )
@@ -91,13 +71,9 @@ def install_chart(node: RealNode, image: str, *, release: str, namespace: str) -
             f"--kubeconfig={node.cluster.kubeconfig}",
             "install",
             release,
-            str(_root() / "charts" / "jobset-controller"),
+            str(chart),
             "--namespace",
             namespace,
-            "--set",
-            f"image.repository={name}",
-            "--set",
-            f"image.tag={tag}",
             "--wait",
             f"--timeout={scaled(300):.0f}s",
         ]
@@ -140,10 +116,8 @@ def uninstall_chart(node: RealNode, *, release: str, namespace: str) -> None:
     node.cluster.delete_namespace(namespace)
 
 
-def uninstall_manifests(node: RealNode) -> None:
-    node.cluster.kubectl(
-        "delete", "-k", str(node.workdir / "kustomize"), "--wait=true", "--ignore-not-found"
-    )
+def uninstall_manifests(node: RealNode, manifests: Path) -> None:
+    node.cluster.kubectl("delete", "-f", str(manifests), "--wait=true", "--ignore-not-found")
 
 
 def wait_rollout(node: RealNode, install: Install, timeout: float = 180) -> None:

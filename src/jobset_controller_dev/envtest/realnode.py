@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import shutil
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -254,8 +255,16 @@ class RealNode:
         return str(self.cluster.bin_dir / "ctr")
 
     def _import_images(self) -> None:
+        """Import each archive; an OCI archive's image is also named by its digest
+        (`repository@sha256:...`), as a registry pull names it: a pod whose image is pinned by
+        digest (the release's manifests.yaml) is then found on the node. `ctr images import`
+        names it by tag only, and the CRI looks a tag-and-digest reference up by its digest."""
         for archive in self._images:
             self.ctr("images", "import", str(archive))
+            pinned = _digest_name(archive)
+            if pinned is not None:
+                tagged, by_digest = pinned
+                self.ctr("images", "tag", "--force", tagged, by_digest)
 
     # ----------------------------------------------------------------------- kubelet
     def _start_kubelet(self) -> None:
@@ -551,3 +560,22 @@ def real_node(images: list[Path]) -> Iterator[RealNode]:
         yield node
     finally:
         node.stop()
+
+
+def _digest_name(archive: Path) -> tuple[str, str] | None:
+    """(the OCI archive's image name, that name's repository `@` its digest); None for a
+    docker archive or an image without a name."""
+    try:
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile("index.json")
+            index = json.load(member) if member is not None else {}
+    except (KeyError, tarfile.TarError, OSError, ValueError):
+        return None
+    manifests = index.get("manifests") or []
+    if len(manifests) != 1:
+        return None
+    name = (manifests[0].get("annotations") or {}).get("org.opencontainers.image.ref.name")
+    if not name or ":" not in name.rsplit("/", 1)[-1]:
+        return None
+    repository = name.rsplit(":", 1)[0]
+    return name, f"{repository}@{manifests[0]['digest']}"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobset_controller import __version__
 from jobset_controller.cli import build_parser, main
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -52,6 +53,17 @@ def test_unknown_feature_gate_is_a_usage_error(capsys: pytest.CaptureFixture[str
     args = ["validate", "--feature-gates", "Bogus=true", str(EXAMPLES / "depends-on.yaml")]
     assert main(args) == 2
     assert "unrecognized feature gate: Bogus" in capsys.readouterr().err
+
+
+def test_version_flag_and_subcommand_both_print_the_package_version_and_exit_zero(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    flag = capsys.readouterr().out
+    assert main(["version"]) == 0
+    assert flag == capsys.readouterr().out == f"{__version__}\n"
 
 
 def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:

@@ -209,3 +209,13 @@ def test_network_policy_is_off_by_default_and_scopes_each_port_when_on() -> None
         "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}],
         "ports": [{"protocol": "TCP", "port": 8081}],
     }
+
+
+def test_the_charts_version_and_app_version_are_the_packages() -> None:
+    """The version has one owner (`jobset_controller.__version__`); the chart in the repository
+    repeats it because Helm reads it from Chart.yaml, and `make release` packages the chart with
+    the release's version in both fields (hack/release.sh)."""
+    from jobset_controller import __version__
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert (chart["version"], chart["appVersion"]) == (__version__, __version__)

@@ -45,6 +45,7 @@ def test_a_shared_directory_is_one_group() -> None:
     assert group_of("tests/node/test_manifests.py::test_a[chart]") == "node"
     assert group_of("tests/e2e/kueue/test_kueue_admission.py::test_b") == "e2e/kueue"
     assert group_of("tests/differential/test_crd_extensions.py::test_c") == "differential"
+    assert group_of("tests/image/test_emulated_image.py::test_d") == "image"
 
 
 def test_the_package_cluster_modules_are_one_group_and_other_e2e_modules_their_own() -> None:
