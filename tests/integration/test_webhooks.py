@@ -22,6 +22,7 @@ from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
     jobset_webhook_configuration,
     jobset_webhooks_served,
+    mutation_in_effect,
 )
 
 
@@ -150,6 +151,7 @@ async def test_the_manager_serves_the_webhooks_when_certificates_are_mounted(
             ),
         )
         try:
+            await mutation_in_effect(kube, namespace)
             created = await kube.create(path(namespace), jobset())
             assert created["spec"]["successPolicy"] == {"operator": "All"}
         finally:

@@ -7,7 +7,9 @@ Why scoped to a namespace: the session's API server is shared by every test, and
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +20,8 @@ from jobset_controller.runtime.client import KubeClient, NotFound
 from jobset_controller.runtime.servingtls import pair_context
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
 from jobset_controller_dev.envtest.controlplane import ControlPlane
+from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.polling import scaled
 
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
@@ -182,8 +186,29 @@ async def jobset_webhooks_served(
         ),
     )
     try:
+        await mutation_in_effect(kube, namespace)
         yield server
     finally:
         await kube.request("DELETE", f"{MUTATING}/{names[0]}")
         await kube.request("DELETE", f"{VALIDATING}/{names[1]}")
         await server.stop()
+
+
+async def mutation_in_effect(kube: KubeClient, namespace: str, within: float = 30) -> None:
+    """Wait until the API server calls a just-registered JobSet mutating webhook for `namespace`:
+    a dry-run create comes back with its defaults. Why: the API server learns of webhook
+    configurations through its own watch, so a create sent right after registering one can pass
+    without it (a JobSet created without successPolicy, seen on a loaded machine)."""
+    probe = jobset_manifest(
+        "webhook-probe", replicated_jobs=[replicated_job("w", restart_policy=None)]
+    )
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    deadline = time.monotonic() + scaled(within)
+    while True:
+        answer = await kube.create(path, probe, dryRun="All")
+        if "successPolicy" in answer.get("spec", {}):
+            return
+        assert time.monotonic() < deadline, (
+            f"the mutating webhook not called within {scaled(within):g} s: {answer.get('spec')}"
+        )
+        await asyncio.sleep(0.05)  # poll interval of the wait for the condition above
