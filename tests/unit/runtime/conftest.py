@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.clock import FakeClock, RandomSource
 from jobset_controller.runtime.http1server import Handler, HttpServer
+from jobset_controller.runtime.servingtls import pair_context, self_signed_pem
 
 DRAW = 0.5  # what `draws.random()` returns
 
@@ -61,3 +65,12 @@ async def until(condition: Callable[[], bool], limit: float = 10.0) -> None:
     async with asyncio.timeout(limit):
         while not condition():  # noqa: ASYNC110 - another process's or object's state
             await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> ssl.SSLContext:
+    """A server TLS context from a self-signed pair on disk, as the servers load theirs."""
+    cert, key = self_signed_pem()
+    (tmp_path / CERT_FILE).write_bytes(cert)
+    (tmp_path / KEY_FILE).write_bytes(key)
+    return pair_context(tmp_path)

@@ -11,15 +11,12 @@ import socket
 import ssl
 import struct
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobset_controller.runtime import http1server
-from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.http1server import Reply, Request, _ServerConnection
-from jobset_controller.runtime.servingtls import pair_context, self_signed_pem
 
 from .conftest import serving, until
 
@@ -31,14 +28,6 @@ async def echo(request: Request) -> Reply:
 
 
 ROUTES = {"/echo": {"GET": echo, "POST": echo}}
-
-
-@pytest.fixture
-def context(tmp_path: Path) -> ssl.SSLContext:
-    cert, key = self_signed_pem()
-    (tmp_path / CERT_FILE).write_bytes(cert)
-    (tmp_path / KEY_FILE).write_bytes(key)
-    return pair_context(tmp_path)
 
 
 @pytest.fixture(params=["record-sized", "stdlib"])

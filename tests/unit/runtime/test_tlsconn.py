@@ -16,17 +16,14 @@ import socket
 import ssl
 import time
 from asyncio import sslproto
-from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 from tests.unit.runtime.conftest import serving, until
 
 from jobset_controller.runtime import http1server, tlsconn
-from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.http1server import HttpServer, Reply, Request
 from jobset_controller.runtime.memtrim import TrimAfterCloses
-from jobset_controller.runtime.servingtls import pair_context, self_signed_pem
 from jobset_controller.runtime.tlsconn import (
     READ_PAUSE_AT,
     RECORD_BUFFER,
@@ -35,14 +32,6 @@ from jobset_controller.runtime.tlsconn import (
 )
 
 HELLO_HEADER = b"\x16\x03\x01\x02\x00"  # a handshake record of 512 bytes, as a ClientHello's
-
-
-@pytest.fixture
-def context(tmp_path: Path) -> ssl.SSLContext:
-    cert, key = self_signed_pem()
-    (tmp_path / CERT_FILE).write_bytes(cert)
-    (tmp_path / KEY_FILE).write_bytes(key)
-    return pair_context(tmp_path)
 
 
 def client_context() -> ssl.SSLContext:
