@@ -53,8 +53,10 @@ for c in "${wanted[@]}"; do
   case "$c" in etcd|kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kwok|helm|kubelet|kube-proxy|coredns|containerd) ;;
     *) log "unknown component '$c' (known: ${all[*]})"; exit 2 ;; esac
   if p=$(find_prebuilt "$c"); then
-    ln -sf "$p" "$bin_dir/$c"
-    [ "$c" = etcd ] && [ -x "$(dirname "$p")/etcdctl" ] && ln -sf "$(dirname "$p")/etcdctl" "$bin_dir/etcdctl"
+    # A prebuilt directory may be this cache itself (JOBSET_K8S_BIN as test-env.sh exports it).
+    [ "$p" -ef "$bin_dir/$c" ] || ln -sf "$p" "$bin_dir/$c"
+    [ "$c" = etcd ] && [ -x "$(dirname "$p")/etcdctl" ] && ! [ "$(dirname "$p")/etcdctl" -ef "$bin_dir/etcdctl" ] \
+      && ln -sf "$(dirname "$p")/etcdctl" "$bin_dir/etcdctl"
     continue
   fi
   if [ ! -x "$bin_dir/$c" ] || { [ "$c" = etcd ] && [ ! -x "$bin_dir/etcdctl" ]; } \
@@ -76,6 +78,9 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+# No debug information is compiled: -ldflags "-s -w" drops it at link anyway, so the binaries are
+# the same, and a cold build takes about 14% less CPU (kwok alone: 152 s of CPU against 177 s).
+nodwarf="-gcflags=all=-dwarf=false"
 log "building ${missing[*]} into $bin_dir (first build takes several minutes; later runs reuse it)"
 
 has() { local x; for x in "${missing[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
@@ -99,8 +104,8 @@ build_etcd() {
   throwaway_module "$d" etcdbuild go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/server/v3
   (cd "$d" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION" >&2 \
      && go mod tidy >&2 \
-     && go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3 \
-     && go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+     && go build -trimpath $nodwarf -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3 \
+     && go build -trimpath $nodwarf -ldflags "-s -w" -o "$bin_dir/etcdctl" go.etcd.io/etcd/etcdctl/v3)
   log "etcd $ETCD_VERSION built ($(elapsed))"
 }
 
@@ -146,7 +151,7 @@ build_kube() {
   for c in "${kube[@]}"; do
     has "$c" || continue
     log "building $c $K8S_VERSION ..."
-    (cd "$d" && go build -trimpath -ldflags "$ld" -o "$bin_dir/$c" "k8s.io/kubernetes/cmd/$c")
+    (cd "$d" && go build -trimpath $nodwarf -ldflags "$ld" -o "$bin_dir/$c" "k8s.io/kubernetes/cmd/$c")
     log "$c built ($(elapsed))"
   done
 }
@@ -155,14 +160,14 @@ build_kwok() {
   local d="$work_dir/kwok"
   throwaway_module "$d" kwokbuild sigs.k8s.io/kwok/cmd/kwok
   (cd "$d" && go get "sigs.k8s.io/kwok@$KWOK_VERSION" >&2 && go mod tidy >&2 \
-     && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+     && go build -trimpath $nodwarf -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
           -o "$bin_dir/kwok" sigs.k8s.io/kwok/cmd/kwok)
   log "kwok $KWOK_VERSION built ($(elapsed))"
 }
 
 build_helm() {
   # helm's module has no replace directives, so `go install` works directly.
-  GOBIN="$bin_dir" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  GOBIN="$bin_dir" go install $nodwarf "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
   log "helm $HELM_VERSION built ($(elapsed))"
 }
 
@@ -193,7 +198,7 @@ build_coredns() {
     echo "func main() { coremain.Run() }"
   } >"$d/main.go"
   (cd "$d" && go mod tidy >&2 \
-     && go build -trimpath -ldflags "-s -w" -o "$bin_dir/coredns" .)
+     && go build -trimpath $nodwarf -ldflags "-s -w" -o "$bin_dir/coredns" .)
   log "coredns $COREDNS_VERSION built ($(elapsed))"
 }
 
@@ -203,7 +208,7 @@ build_containerd() {
   # overlayfs).
   local c
   for c in containerd containerd-shim-runc-v2 ctr; do
-    GOBIN="$bin_dir" go install -trimpath -tags no_btrfs,no_devmapper \
+    GOBIN="$bin_dir" go install -trimpath $nodwarf -tags no_btrfs,no_devmapper \
       -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
       "github.com/containerd/containerd/v2/cmd/$c@$CONTAINERD_VERSION" >&2
   done

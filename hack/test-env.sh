@@ -12,7 +12,9 @@
 #                JOBSET_TRAINER_BIN, JOBSET_UPSTREAM_BIN, JOBSET_IMAGE (the images' manifest list;
 #                `<it>-<arch>` is one architecture's image), JOBSET_QEMU_BIN, JOBSET_RELEASE_DIR,
 #                JOBSET_IMAGE_ARCHIVES (the pause image's archive, then the release's),
-#                JOBSET_PROMETHEUS_BIN.
+#                JOBSET_PROMETHEUS_BIN;
+#   test_tools_start, test_tools_wait
+#                the same in the background while other steps run (hack/test.sh).
 # The caller has `set -euo pipefail` and runs from the repository's root.
 
 venv="${JOBSET_VENV:-.venv}"
@@ -84,14 +86,61 @@ test_tools() {
   # After the others: it runs apt-get, as the image's hack/node-packages.sh and hack/qemu.sh
   # may, and two apt-gets at once meet apt's locks.
   JOBSET_PROMETHEUS_BIN=$(hack/prometheus.sh | tail -n 1)
-  export JOBSET_IMAGE JOBSET_IMAGE_ARCHIVES JOBSET_QEMU_BIN JOBSET_RELEASE_DIR JOBSET_K8S_BIN \
-    JOBSET_KUEUE_BIN JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN
-  for i in JOBSET_IMAGE JOBSET_QEMU_BIN JOBSET_RELEASE_DIR JOBSET_K8S_BIN JOBSET_KUEUE_BIN \
-    JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN; do
-    echo "using $i=${!i}"
+  export "${tool_exports[@]}"
+  for i in "${tool_exports[@]}"; do
+    [ "$i" = JOBSET_IMAGE_ARCHIVES ] || echo "using $i=${!i}"
   done
 
   # Every test talks to 127.0.0.1 only: make sure no proxy from the environment ever sees it.
   export NO_PROXY="127.0.0.1,localhost,::1${NO_PROXY:+,$NO_PROXY}"
   export no_proxy="$NO_PROXY"
+}
+
+# What test_tools exports, for test_tools_start to hand over.
+tool_exports=(JOBSET_IMAGE JOBSET_IMAGE_ARCHIVES JOBSET_QEMU_BIN JOBSET_RELEASE_DIR JOBSET_K8S_BIN
+  JOBSET_KUEUE_BIN JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN)
+
+# test_tools in the background, at a lower CPU priority, its output in build/tools.log; then
+# test_tools_wait. Why: a cold build of the tools takes about 20 minutes of both cores, and lint,
+# types and the other Pythons' unit tiers need none of them. Run beside it, those fill the minutes
+# the builds leave a core idle (downloads, single-threaded links) instead of adding their own
+# minutes after it. The build runs in a session of its own so that leaving early (a failed lint,
+# Ctrl-C) stops it, and not only the shell that started it.
+test_tools_start() {
+  mkdir -p build
+  rm -f build/tools.env
+  export steps_started
+  step "tools, in the background (build/tools.log): the images, Kubernetes, Kueue, Trainer, upstream's controller, Prometheus"
+  setsid -w bash -c '
+    set -euo pipefail
+    renice -n 10 -p $$ >/dev/null 2>&1 || true
+    . hack/test-env.sh
+    test_tools
+    for i in "${tool_exports[@]}" NO_PROXY no_proxy; do printf "export %s=%q\n" "$i" "${!i}"; done \
+      >build/tools.env.tmp
+    mv build/tools.env.tmp build/tools.env
+  ' >build/tools.log 2>&1 &
+  tools_pid=$!
+  trap test_tools_stop EXIT
+}
+
+test_tools_stop() {  # the EXIT trap while the tools build: stop the whole session
+  if [ -n "${tools_pid:-}" ] && kill -0 "$tools_pid" 2>/dev/null; then
+    echo "stopping the tools' build (build/tools.log)" >&2
+    kill -TERM -- "-$tools_pid" 2>/dev/null || true
+  fi
+}
+
+test_tools_wait() {
+  step "tools: waiting for the background build"
+  local status=0
+  wait "$tools_pid" || status=$?
+  tools_pid=
+  trap - EXIT
+  cat build/tools.log
+  if [ "$status" -ne 0 ] || [ ! -f build/tools.env ]; then
+    echo "the tools' build failed (exit $status): its log is above and in build/tools.log" >&2
+    exit 1
+  fi
+  . build/tools.env
 }

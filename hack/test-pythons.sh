@@ -4,7 +4,11 @@
 # the unit tier, and the integration tests of what talks TLS (the API client and its kubeconfig
 # contexts, the webhook server, internal certificates, secure metrics).
 #
-#   hack/test-pythons.sh [pytest args]     run by hack/test.sh after the main run
+#   hack/test-pythons.sh [--part unit|after-tools] [pytest args]
+#
+# hack/test.sh runs it in two parts: `unit` (the unit tier without the tests that run a built tool,
+# marked `tools`) while the tools build, `after-tools` (those and the TLS integration tests) after
+# the main run. Without --part: both at once.
 #
 # Each interpreter found that runs (python3.X on PATH, else pyenv's newest 3.X.*) other than the main
 # one gets a virtualenv of its own, .venv-3.X, made again only when pyproject.toml changed.
@@ -13,14 +17,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-main_version=$("${JOBSET_VENV:-.venv}/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-versions=(${JOBSET_TEST_PYTHONS:-3.11 3.12 3.13})
 integration=(
   tests/integration/test_client.py
   tests/integration/test_webhooks.py
   tests/integration/test_internal_certificates.py
   tests/integration/test_metrics_security.py
 )
+part=all
+if [ "${1:-}" = --part ]; then
+  part=$2
+  shift 2
+fi
+case "$part" in
+  all) selection=(tests/unit "${integration[@]}"); what="unit tier and TLS integration tests" ;;
+  unit) selection=(tests/unit -m "not tools"); what="unit tier (without the tests that run a built tool)" ;;
+  after-tools) selection=(tests/unit "${integration[@]}" -m "tools or integration")
+    what="unit tests that run a built tool, and TLS integration tests" ;;
+  *) echo "hack/test-pythons.sh: unknown part '$part' (unit, after-tools)" >&2; exit 2 ;;
+esac
+
+main_version=$("${JOBSET_VENV:-.venv}/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+versions=(${JOBSET_TEST_PYTHONS:-3.11 3.12 3.13})
 
 runs_as() {  # does interpreter $1 start, and is it version $2? (a pyenv shim for a version
   # pyenv has but has not activated is on PATH and fails: "pyenv: python3.12: command not found")
@@ -49,14 +66,14 @@ for version in "${versions[@]}"; do
     echo "==> python $version: not found on this machine (PATH, pyenv): not run"
     continue
   fi
-  echo "==> python $version ($interpreter): unit tier and TLS integration tests"
+  echo "==> python $version ($interpreter): $what"
   JOBSET_VENV=".venv-$version" PYTHON="$interpreter" bash -c '
     set -euo pipefail
     . hack/test-env.sh
     test_venv >/dev/null
   '
   if ! ".venv-$version/bin/pytest" -p no:cacheprovider -q -n "${JOBSET_TEST_WORKERS:-4}" \
-      --dist loadscope tests/unit "${integration[@]}" "$@"; then
+      --dist loadscope "${selection[@]}" "$@"; then
     status=1
   fi
 done

@@ -6,19 +6,28 @@
 #      cached outside the repo: hack/test-env.sh;
 #   2. ruff (lint + format check), mypy (strict), the import contracts (lint-imports, from
 #      pyproject.toml);
-#   3. pytest (every tier), spread over $JOBSET_TEST_WORKERS processes (default 4; pytest-xdist,
+#   3. the unit tier on every other python3.X found (hack/test-pythons.sh --part unit);
+#   4. pytest (every tier), spread over $JOBSET_TEST_WORKERS processes (default 4; pytest-xdist,
 #      with tests/conftest.py's scheduler: the tests that share a cluster stay on one worker, the
 #      longest groups start first). On 2 cores the suite mostly waits on clusters, so 4 workers
 #      keep both cores busy; JOBSET_TEST_WORKERS=0 runs it in one process.
-#   4. the unit tier and the TLS, webhook and client integration tests again on every other
-#      python3.X found (hack/test-pythons.sh), when the whole suite was asked for.
+#   5. the rest of the other Pythons' part: the unit tests that run a built tool and the TLS,
+#      webhook and client integration tests (hack/test-pythons.sh --part after-tools).
+# For the whole suite, the tools build in the background while 2 and 3 run (none of those needs
+# them: tests marked `tools` wait for step 4); a cold build is CPU-bound for about 20 minutes, and
+# those steps fill the time it leaves a core idle instead of adding their own.
 # Extra arguments go to pytest, e.g. `hack/test.sh -m "not integration"` or `-k crd`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/test-env.sh
 
 test_venv
-test_tools
+whole=$(( $# == 0 ))
+if [ "$whole" = 1 ]; then
+  test_tools_start
+else
+  test_tools
+fi
 
 step "ruff"
 "$venv/bin/ruff" check src tests hack
@@ -30,6 +39,14 @@ step "mypy"
 step "import contracts"
 "$venv/bin/lint-imports" --no-cache
 
+# A failed test part does not stop the parts after it: one run reports every failure.
+status=0
+if [ "$whole" = 1 ]; then
+  step "other pythons: unit tier"
+  hack/test-pythons.sh --part unit || status=1
+  test_tools_wait
+fi
+
 step "pytest"
 workers="${JOBSET_TEST_WORKERS:-4}"
 parallel=()
@@ -39,11 +56,12 @@ fi
 # The JUnit report: what each tier cost (hack/tier_times.py build/test-report.xml), and what a
 # CI system shows per test.
 mkdir -p build
-"$venv/bin/pytest" "${parallel[@]}" --junitxml=build/test-report.xml "$@"
+"$venv/bin/pytest" "${parallel[@]}" --junitxml=build/test-report.xml "$@" || status=1
 
 # The other Pythons the project supports, for the whole suite only (a selection is a developer's
-# quick look): the unit tier and the TLS integration tests on each python3.X found.
-if [ "$#" -eq 0 ]; then
-  step "other pythons"
-  hack/test-pythons.sh
+# quick look): their unit tests that run a built tool and the TLS integration tests.
+if [ "$whole" = 1 ]; then
+  step "other pythons: after the tools"
+  hack/test-pythons.sh --part after-tools || status=1
 fi
+exit $status

@@ -54,6 +54,8 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+# No debug information compiled (-s -w drops it anyway): less CPU, same binary (hack/k8s-binaries.sh).
+nodwarf="-gcflags=all=-dwarf=false"
 log "building $MODULE $UPSTREAM_VERSION into $bin_dir (the first build takes minutes)"
 
 log "downloading $MODULE@$UPSTREAM_VERSION ..."
@@ -78,7 +80,7 @@ ldflags="-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$UPSTREAM_VERSION"
 if [ -n "$commit" ]; then
   ldflags="$ldflags -X sigs.k8s.io/jobset/pkg/version.GitCommit=$commit"
 fi
-(cd "$src" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" \
+(cd "$src" && GOFLAGS=-mod=mod go build -trimpath $nodwarf -ldflags "$ldflags" \
    -o "$bin_dir/jobset-manager.tmp" .)
 mv "$bin_dir/jobset-manager.tmp" "$bin_dir/jobset-manager"
 log "jobset-manager built ($(elapsed))"

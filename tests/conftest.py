@@ -1,6 +1,6 @@
-"""Marks every test under tests/integration as `integration`, under tests/e2e as `e2e` and under
-tests/node as `node` (select or skip with -m); decides how the parallel run spreads the suite;
-makes property tests deterministic.
+"""Marks every test under tests/unit as `unit`, under tests/integration as `integration`, under
+tests/e2e as `e2e` and under tests/node as `node` (select or skip with -m); decides how the
+parallel run spreads the suite; makes property tests deterministic.
 
 Why deterministic: a property test that finds a new counterexample on some run is a real
 finding, but the test command (and CI, which runs it) must judge the change it runs on, not the
@@ -44,6 +44,7 @@ settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile("deterministic")  # hack/explore.sh: --hypothesis-profile=explore
 
 _TESTS = Path(__file__).parent
+_UNIT = _TESTS / "unit"
 _INTEGRATION = _TESTS / "integration"
 _E2E = _TESTS / "e2e"
 _NODE = _TESTS / "node"
@@ -120,6 +121,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         elif _NODE in path.parents:
             item.add_marker(pytest.mark.node)
+        elif _UNIT in path.parents:
+            item.add_marker(pytest.mark.unit)
     rank = {tier: number for number, tier in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: rank.get(_tier(_relative(str(item.path))), len(rank)))
 

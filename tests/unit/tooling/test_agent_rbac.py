@@ -7,12 +7,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from jobset_controller.agent import AGENT_RULES
 from jobset_controller_dev.envtest.binaries import ensure_binaries
 
 ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.tools  # runs helm, from the Kubernetes binaries
 CHART = ROOT / "charts" / "jobset-controller"
 
 

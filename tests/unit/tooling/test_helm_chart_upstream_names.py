@@ -20,6 +20,8 @@ from jobset_controller_dev.envtest.install import chart_fullname
 from jobset_controller_dev.envtest.upstream import ensure_upstream, upstream_chart
 
 ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.tools  # runs helm, and upstream's chart from hack/upstream-jobset.sh
 CHART = ROOT / "charts" / "jobset-controller"
 
 Key = tuple[str, str, str | None]  # kind, name, namespace

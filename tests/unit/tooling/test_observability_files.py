@@ -23,6 +23,8 @@ from jobset_controller_dev.envtest.prometheus import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.tools  # runs promtool and helm
 CHART = ROOT / "charts" / "jobset-controller"
 RULES = CHART / "files" / "prometheus-rules.yaml"
 PLAIN_RULES = ROOT / "manifests" / "prometheus" / "jobset-controller.rules.yaml"
