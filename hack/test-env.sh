@@ -100,7 +100,7 @@ test_tools() {
 tool_exports=(JOBSET_IMAGE JOBSET_IMAGE_ARCHIVES JOBSET_QEMU_BIN JOBSET_RELEASE_DIR JOBSET_K8S_BIN
   JOBSET_KUEUE_BIN JOBSET_TRAINER_BIN JOBSET_UPSTREAM_BIN JOBSET_PROMETHEUS_BIN)
 
-# test_tools in the background, at a lower CPU priority, its output in build/tools.log; then
+# test_tools in the background, at the lowest CPU priority, its output in build/tools.log; then
 # test_tools_wait. Why: a cold build of the tools takes about 20 minutes of both cores, and lint,
 # types and the other Pythons' unit tiers need none of them. Run beside it, those fill the minutes
 # the builds leave a core idle (downloads, single-threaded links) instead of adding their own
@@ -113,7 +113,7 @@ test_tools_start() {
   step "tools, in the background (build/tools.log): the images, Kubernetes, Kueue, Trainer, upstream's controller, Prometheus"
   setsid -w bash -c '
     set -euo pipefail
-    renice -n 10 -p $$ >/dev/null 2>&1 || true
+    renice -n 19 -p $$ >/dev/null 2>&1 || true
     . hack/test-env.sh
     test_tools
     for i in "${tool_exports[@]}" NO_PROXY no_proxy; do printf "export %s=%q\n" "$i" "${!i}"; done \
