@@ -132,12 +132,13 @@ test_tools_stop() {  # the EXIT trap while the tools build: stop the whole sessi
 }
 
 test_tools_wait() {
-  step "tools: waiting for the background build"
+  # The log so far, then as it grows until the build ends: a cold build's progress shows.
+  step "tools: the background build's log (build/tools.log), until it ends"
+  tail -n +1 -f --pid="$tools_pid" build/tools.log
   local status=0
   wait "$tools_pid" || status=$?
   tools_pid=
   trap - EXIT
-  cat build/tools.log
   if [ "$status" -ne 0 ] || [ ! -f build/tools.env ]; then
     echo "the tools' build failed (exit $status): its log is above and in build/tools.log" >&2
     exit 1
