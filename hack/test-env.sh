@@ -128,19 +128,27 @@ test_tools_start() {
   trap test_tools_stop EXIT
 }
 
-test_tools_stop() {  # the EXIT trap while the tools build: stop the whole session
-  if [ -n "${tools_pid:-}" ] && kill -0 "$tools_pid" 2>/dev/null; then
-    echo "stopping the tools' build (build/tools.log)" >&2
-    kill -TERM -- "-$tools_pid" 2>/dev/null || true
+test_tools_stop() {  # the EXIT trap while the tools build, and a failed build: stop the session
+  # The whole process group, even when its first process has ended: after a failure in one
+  # build, the others may still run (Linux gives no group's id to another while it has members).
+  if [ -n "${tools_pid:-}" ] && kill -TERM -- "-$tools_pid" 2>/dev/null; then
+    echo "stopped what was left of the tools' build (build/tools.log)" >&2
   fi
 }
 
 test_tools_wait() {
   # The log so far, then as it grows until the build ends: a cold build's progress shows.
+  # `tail --pid` only while the build is still our running job: once it has ended, its process
+  # id may already belong to another process, which tail would wait for.
   step "tools: the background build's log (build/tools.log), until it ends"
-  tail -n +1 -f --pid="$tools_pid" build/tools.log
+  if jobs -rp | grep -qx "$tools_pid"; then
+    tail -n +1 -f --pid="$tools_pid" build/tools.log
+  else
+    cat build/tools.log
+  fi
   local status=0
   wait "$tools_pid" || status=$?
+  [ "$status" -eq 0 ] || test_tools_stop
   tools_pid=
   trap - EXIT
   if [ "$status" -ne 0 ] || [ ! -f build/tools.env ]; then

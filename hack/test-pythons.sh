@@ -25,9 +25,10 @@ integration=(
 )
 part=all
 if [ "${1:-}" = --part ]; then
-  part=$2
+  part=${2:?"hack/test-pythons.sh: --part needs unit or after-tools"}
   shift 2
 fi
+trap 'exit 130' INT  # Ctrl-C stops every interpreter's run, not only the current one
 case "$part" in
   all) selection=(tests/unit "${integration[@]}"); what="unit tier and TLS integration tests" ;;
   unit) selection=(tests/unit -m "not tools"); what="unit tier (without the tests that run a built tool)" ;;

@@ -39,11 +39,15 @@ step "mypy"
 step "import contracts"
 "$venv/bin/lint-imports" --no-cache
 
-# A failed test part does not stop the parts after it: one run reports every failure.
+# A failed test part does not stop the parts after it: one run reports every failure, and exits
+# with the first failure's code. Ctrl-C stops the run (pytest exits 2 on it, which would
+# otherwise count as one more failed part).
+trap 'exit 130' INT
 status=0
+part() { "$@" || { local code=$?; [ "$status" -ne 0 ] || status=$code; }; }
 if [ "$whole" = 1 ]; then
   step "other pythons: unit tier"
-  hack/test-pythons.sh --part unit || status=1
+  part hack/test-pythons.sh --part unit
   test_tools_wait
 fi
 
@@ -56,12 +60,12 @@ fi
 # The JUnit report: what each tier cost (hack/tier_times.py build/test-report.xml), and what a
 # CI system shows per test.
 mkdir -p build
-"$venv/bin/pytest" "${parallel[@]}" --junitxml=build/test-report.xml "$@" || status=1
+part "$venv/bin/pytest" "${parallel[@]}" --junitxml=build/test-report.xml "$@"
 
 # The other Pythons the project supports, for the whole suite only (a selection is a developer's
 # quick look): their unit tests that run a built tool and the TLS integration tests.
 if [ "$whole" = 1 ]; then
   step "other pythons: after the tools"
-  hack/test-pythons.sh --part after-tools || status=1
+  part hack/test-pythons.sh --part after-tools
 fi
 exit $status
