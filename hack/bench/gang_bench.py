@@ -70,10 +70,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import orjson
@@ -346,21 +346,28 @@ async def quiet(cluster: FullCluster, limit: float = 60.0) -> None:
         last = now
 
 
-async def bench(cluster: FullCluster, args: argparse.Namespace) -> list[Run]:
+T = TypeVar("T")
+RunOne = Callable[[FullCluster, RawClient, Scheduler, str, int, argparse.Namespace], Awaitable[T]]
+
+
+async def in_rounds(
+    cluster: FullCluster, args: argparse.Namespace, modes: list[str], run_one: RunOne[T]
+) -> list[T]:
     """Every round's runs, one after the other, in one namespace on one cluster and controller
-    (a fresh cluster per mode would spend its 10-20 s start on each and change nothing)."""
+    (a fresh cluster per mode would spend its 10-20 s start on each and change nothing). The
+    modes' order is reversed every other round, so neither always runs on the warmer cluster."""
     client = RawClient(cluster)
     try:
         await client.ensure_namespace(NAMESPACE)
         cluster.wait_for_service_account(NAMESPACE)
         scheduler = Scheduler(cluster, client)
         await quiet(cluster)
-        runs: list[Run] = []
+        results: list[T] = []
         for round_ in range(1, args.rounds + 1):
-            order = list(args.modes) if round_ % 2 else list(reversed(args.modes))
+            order = list(modes) if round_ % 2 else list(reversed(modes))
             for mode in order:
-                runs.append(await measure(cluster, client, scheduler, mode, round_, args))
-        return runs
+                results.append(await run_one(cluster, client, scheduler, mode, round_, args))
+        return results
     finally:
         await client.close()
 
@@ -419,7 +426,7 @@ def counts(values: dict[str, float]) -> str:
 
 def main() -> int:
     # Here, not at the top: gang_contention.py builds on this module's pieces.
-    from gang_contention import contention_bench, contention_options, print_contention
+    from gang_contention import contention_options, contention_run, print_contention
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -464,9 +471,11 @@ def main() -> int:
             sections={"featureGates": {GATE: True}},
         )
         if args.contention:
-            outcomes = asyncio.run(contention_bench(cluster, args))
+            outcomes = asyncio.run(
+                in_rounds(cluster, args, list(args.contention_modes), contention_run)
+            )
         else:
-            runs = asyncio.run(bench(cluster, args))
+            runs = asyncio.run(in_rounds(cluster, args, list(args.modes), measure))
     finally:
         if controller is not None:
             controller.stop(60)

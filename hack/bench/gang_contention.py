@@ -56,7 +56,6 @@ from gang_bench import (
     counts,
     delete_and_wait,
     manifest,
-    quiet,
 )
 
 from jobset_controller_dev.envtest.fullcluster import FullCluster
@@ -320,27 +319,6 @@ def describe(outcome: Outcome) -> str:
         f"attempts {counts(outcome.attempts)} groups {counts(outcome.group_attempts)}; "
         f"load {outcome.load:.1f}-{outcome.load_end:.1f}"
     )
-
-
-async def contention_bench(cluster: FullCluster, args: argparse.Namespace) -> list[Outcome]:
-    """Every round's runs, the modes' order reversed every other round."""
-    client = RawClient(cluster)
-    try:
-        await client.ensure_namespace(NAMESPACE)
-        cluster.wait_for_service_account(NAMESPACE)
-        scheduler = Scheduler(cluster, client)
-        await quiet(cluster)
-        outcomes: list[Outcome] = []
-        for round_ in range(1, args.rounds + 1):
-            modes = list(args.contention_modes)
-            order = modes if round_ % 2 else list(reversed(modes))
-            for mode in order:
-                outcomes.append(
-                    await contention_run(cluster, client, scheduler, mode, round_, args)
-                )
-        return outcomes
-    finally:
-        await client.close()
 
 
 def seconds(value: float | None, outcome: Outcome) -> str:

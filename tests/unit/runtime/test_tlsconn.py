@@ -53,6 +53,23 @@ def tls_server(
     return serving({"/echo": {"POST": echo}}, tls=context, header_timeout=header_timeout, **options)
 
 
+def record_sized(
+    loop: asyncio.AbstractEventLoop,
+    context: ssl.SSLContext,
+    read_buffer: memoryview | None = None,
+) -> RecordSizedSSLProtocol:
+    """A server-side protocol with no application behind it: enough to read its buffers."""
+    return RecordSizedSSLProtocol(
+        loop,
+        asyncio.Protocol(),
+        context,
+        loop.create_future(),
+        handshake_timeout=10.0,
+        shutdown_timeout=2.0,
+        read_buffer=read_buffer,
+    )
+
+
 def test_the_stdlib_ssl_protocol_is_left_as_it_is_and_ours_reads_a_record_at_a_time(
     context: ssl.SSLContext,
 ) -> None:
@@ -61,24 +78,9 @@ def test_the_stdlib_ssl_protocol_is_left_as_it_is_and_ours_reads_a_record_at_a_t
         stock = sslproto.SSLProtocol(
             loop, asyncio.Protocol(), context, loop.create_future(), server_side=True
         )
-        ours = RecordSizedSSLProtocol(
-            loop,
-            asyncio.Protocol(),
-            context,
-            loop.create_future(),
-            handshake_timeout=10.0,
-            shutdown_timeout=2.0,
-        )
+        ours = record_sized(loop, context)
         shared = memoryview(bytearray(RECORD_BUFFER))
-        sharing = RecordSizedSSLProtocol(
-            loop,
-            asyncio.Protocol(),
-            context,
-            loop.create_future(),
-            handshake_timeout=10.0,
-            shutdown_timeout=2.0,
-            read_buffer=shared,
-        )
+        sharing = record_sized(loop, context, read_buffer=shared)
     finally:
         loop.close()
     assert sslproto.SSLProtocol.max_size == 256 * 1024  # what the stdlib gives a connection
@@ -96,15 +98,7 @@ def test_a_shared_read_buffer_smaller_than_a_record_is_refused(context: ssl.SSLC
     loop = asyncio.new_event_loop()
     try:
         with pytest.raises(ValueError, match="holds no record"):
-            RecordSizedSSLProtocol(
-                loop,
-                asyncio.Protocol(),
-                context,
-                loop.create_future(),
-                handshake_timeout=1.0,
-                shutdown_timeout=1.0,
-                read_buffer=memoryview(bytearray(1024)),
-            )
+            record_sized(loop, context, read_buffer=memoryview(bytearray(1024)))
     finally:
         loop.close()
 
