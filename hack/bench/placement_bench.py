@@ -12,7 +12,8 @@ already defaulted (no JobSet webhook is registered for either controller). Measu
   "other" is the rest: kwok's), and pod creates refused (non-2xx POST pods: rejected followers);
 - the API server's latency of each pod webhook (apiserver_admission_webhook_admission_duration
   _seconds, p50 and p99 interpolated in its buckets, so coarse: 5, 25, 100, 500 ms, ...);
-- the controller's CPU over that time and its RSS at the end;
+- the controller's CPU over that time and its RSS at the end; each cluster component's CPU
+  over that time (where the time went) and kube-scheduler's scheduling attempts by result;
 - restart: a pod is deleted (its Job fails, backoffLimit 0), the JobSet restarts and recreates
   every Job; seconds until every pod of the new attempt is bound.
 
@@ -96,6 +97,10 @@ class Row:
     webhook_ms: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     cpu_s: float = 0.0
     rss_mib: float = 0.0
+    # CPU seconds of each cluster component over the window: where the time went.
+    component_cpu: dict[str, float] = field(default_factory=dict)
+    # kube-scheduler's scheduling attempts by result over the window.
+    attempts: dict[str, float] = field(default_factory=dict)
 
 
 def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
@@ -153,11 +158,23 @@ class Scraper:
             elif name == "apiserver_admission_webhook_admission_duration_seconds_bucket":
                 key = (labels.get("name", ""), float(labels["le"]))
                 out["buckets"][key] = out["buckets"].get(key, 0.0) + value
+        out["attempts"] = {}
         for client, port in (
             ("kube-controller-manager", self.cluster.controller_manager_port),
             ("kube-scheduler", self.cluster.scheduler_port),
         ):
-            out["clients"][client] = rest_requests(self.component(port))
+            text = self.component(port)
+            out["clients"][client] = rest_requests(text)
+            if client == "kube-scheduler":
+                for name, labels, value in samples(text):
+                    if name == "scheduler_schedule_attempts_total":
+                        result = labels.get("result", "")
+                        out["attempts"][result] = out["attempts"].get(result, 0.0) + value
+        out["components"] = {
+            p.name: process_cpu(p.pid)
+            for p in self.cluster.component_processes()
+            if p.pid is not None
+        }
         out["clients"]["controller"] = rest_requests(subject.metrics())
         out["cpu"] = process_cpu(subject.pid)
         return out
@@ -385,6 +402,10 @@ def run_strategy(
         row.rss_mib = process_rss(subject.pid)
         for client, value in after["clients"].items():
             row.by_client[client] = value - before["clients"][client]
+        for component, value in after["components"].items():
+            row.component_cpu[component] = value - before["components"].get(component, 0.0)
+        for result, value in after["attempts"].items():
+            row.attempts[result] = value - before["attempts"].get(result, 0.0)
         row.by_client["other"] = row.requests - sum(row.by_client.values())
         for webhook in WEBHOOKS:
             buckets = {
@@ -586,6 +607,19 @@ def print_table(
             f"{row.cpu_s:.1f} | {row.rss_mib:.0f} | "
             f"{row.restart_seconds:.1f} |"
         )
+    components = sorted({c for row in rows for c in row.component_cpu})
+    print(
+        "\nCPU seconds of each cluster component over each strategy's window (where its time "
+        "went), and kube-scheduler's scheduling attempts (scheduled / unschedulable / error):\n"
+    )
+    print("| controller | strategy | " + " | ".join(components) + " | scheduling attempts |")
+    print("|---|---|" + "---:|" * len(components) + "---|")
+    for row in rows:
+        cpu = " | ".join(f"{row.component_cpu.get(c, 0.0):.1f}" for c in components)
+        tries = " / ".join(
+            f"{row.attempts.get(k, 0.0):.0f}" for k in ("scheduled", "unschedulable", "error")
+        )
+        print(f"| {row.controller} | {row.name} | {cpu} | {tries} |")
     by = {(r.controller, r.name): r for r in rows}
     print()
     for mode in ("reject", "gate"):
