@@ -38,7 +38,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
 )
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import NodeSpec
-from jobset_controller_dev.envtest.polling import eventually, scaled
+from jobset_controller_dev.envtest.polling import eventually
 from jobset_controller_dev.envtest.processes import processes_mentioning
 from jobset_controller_dev.envtest.webhooks import (
     MUTATING,
@@ -53,7 +53,6 @@ SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 POOL_LABEL = "gang-e2e.jobset.test/pool"
 NODE_CPUS = 2
-BINDING_IN_FLIGHT = 5.0  # seconds a gang's bindings may take, one API call per pod, when loaded
 WITHIN = 60.0  # seconds for anything the scheduler or the controller does on a loaded machine
 KEEP = "gang-e2e.jobset.test/keep"  # the test's own finalizer on a PodGroup
 
@@ -369,8 +368,13 @@ async def test_two_gangs_that_cannot_both_fit_are_never_half_placed_and_one_runs
     """4 CPUs, two gangs of 3: without gangs each could get 2 pods and neither ever run.
 
     Binding is one API call per pod, after the gang's scheduling cycle placed them all, so a read
-    may land between two of a gang's bindings: a partial count is allowed only while it is on its
-    way to the whole gang (complete within BINDING_IN_FLIGHT seconds), never as a state."""
+    may land between two of a gang's bindings: a partial count is allowed on the winner's way to
+    the whole gang, never as a state, and the loser holds no node at any reading (pod by pod, it
+    would take the CPU the winner leaves free, or both would hold two and neither run).
+
+    How long the bindings take is not asserted: kube-scheduler binds a gang's pods one API call
+    at a time, and on a loaded machine they landed about a second apart (measured with
+    `hack/flaky.sh` at load 8); a bound on it would judge the machine, not the gang."""
     space = gated
     space.add_nodes(2)
     gangs = ("red", "blue")
@@ -397,10 +401,7 @@ async def test_two_gangs_that_cannot_both_fit_are_never_half_placed_and_one_runs
     assert {bound for _, bound in history[loser]} == {0}, history  # the loser never held a node
     climb = [bound for _, bound in history[winner]]
     assert climb == sorted(climb), history  # never lost a pod on the way
-    whole_at = next(at for at, bound in history[winner] if bound == 3)
-    partial = [at for at, bound in history[winner] if 0 < bound < 3]
-    # Wall time on this machine, so scaled as every wait is.
-    assert all(whole_at - at <= scaled(BINDING_IN_FLIGHT) for at in partial), history
+    partial = [bound for bound in climb if 0 < bound < 3]
     print(f"gang race: {winner} won; reads {len(climb)}, partial reads {len(partial)}")
 
 
@@ -417,7 +418,8 @@ async def test_two_gangs_under_contention_run_one_after_the_other_never_half_pla
     the contention is certain, not raced for. Every reading is one list of the namespace's pods
     (one resourceVersion), so the two JobSets are compared in one consistent state. As in the
     test above, a partial count is allowed only on its way to the whole gang (the binding calls
-    of one gang cycle), never as a state."""
+    of one gang cycle), never as a state: every count only climbs, and the loser holds no node
+    until every pod of the winner has ended."""
     space = gated
     space.add_nodes(2)  # 4 CPUs: one gang of 3 fits, two do not
     gangs = ("red", "blue")
@@ -471,21 +473,30 @@ async def test_two_gangs_under_contention_run_one_after_the_other_never_half_pla
 
     await eventually(both_completed, "both JobSets Completed", WITHIN)
 
-    # Never half-placed: a count between 0 and 3 only on its way to 3, within the binding's
-    # flight time; and never both at once: the loser held a node only once every pod of the
-    # winner had ended.
+    # Never half-placed: a count between 0 and 3 only on its way to 3 (it only climbs, and the
+    # waits above saw each gang whole); and never both at once: the loser held a node only once
+    # every pod of the winner had ended.
+    seen = timeline(history)
     for js in gangs:
         climb = [now[js].bound for _, now in history]
-        assert climb == sorted(climb), (js, climb)  # no pod ever lost its node
-        whole_at = next(at for at, now in history if now[js].bound == 3)
-        partial = [at for at, now in history if 0 < now[js].bound < 3]
-        assert all(whole_at - at <= scaled(BINDING_IN_FLIGHT) for at in partial), (js, history)
-    overlap = [(at, now) for at, now in history if now[loser].bound and now[winner].ended < 3]
-    assert overlap == [], overlap
-    print(
-        f"gang contention: {winner} ran first, {loser} after it; readings {len(history)}, "
-        f"partial readings {sum(0 < now[js].bound < 3 for _, now in history for js in gangs)}"
-    )
+        assert climb == sorted(climb), (js, seen)  # no pod ever lost its node
+    overlap = [at for at, now in history if now[loser].bound and now[winner].ended < 3]
+    assert overlap == [], (overlap, seen)
+    print(f"gang contention: {winner} ran first, {loser} after it; {seen}")
+
+
+def timeline(history: list[tuple[float, dict[str, Reading]]]) -> str:
+    """The readings where a count changed, in seconds from the first: short enough to survive
+    pytest's shortening of a failure's message."""
+    start = history[0][0]
+    lines: list[str] = []
+    last: str | None = None
+    for at, now in history:
+        state = ", ".join(f"{js} {r.bound}/{r.pods} ended {r.ended}" for js, r in now.items())
+        if state != last:
+            lines.append(f"+{at - start:.2f}s {state}")
+            last = state
+    return f"{len(history)} readings: " + "; ".join(lines)
 
 
 @dataclass
