@@ -53,6 +53,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from benchlib import process_cpu
+
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.controller.pods import trim_pod
 from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
@@ -80,7 +82,6 @@ UPSTREAM_STRATEGIES = ("none", "reject", "node-selector")
 WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)\{([^}]*)\} ([0-9.e+-]+|\+Inf|NaN)$", re.M)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -106,11 +107,6 @@ class Row:
 def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
     for name, labels, value in _SAMPLE.findall(text):
         yield name, dict(_LABEL.findall(labels)), float(value)
-
-
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def process_rss(pid: int) -> float:
