@@ -271,6 +271,17 @@ def parse_metrics(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], flo
     return samples
 
 
+def schedule_attempts(text: str) -> dict[str, float]:
+    """kube-scheduler's `scheduler_schedule_attempts_total` by result, summed over its profiles:
+    how often it tried to place a pod, and how each try ended."""
+    out: dict[str, float] = {}
+    for (name, labels), value in parse_metrics(text).items():
+        if name == "scheduler_schedule_attempts_total":
+            result = dict(labels).get("result", "")
+            out[result] = out.get(result, 0.0) + value
+    return out
+
+
 class Controller:
     """`python -m jobset_controller run` from one source tree, as a child process."""
 

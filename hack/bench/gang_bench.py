@@ -77,7 +77,14 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import orjson
-from benchlib import RawClient, Watcher, control_plane_cpu, parse_metrics, process_cpu
+from benchlib import (
+    RawClient,
+    Watcher,
+    control_plane_cpu,
+    parse_metrics,
+    process_cpu,
+    schedule_attempts,
+)
 
 from jobset_controller.api.scheduling import SCHEDULING_API_VERSION
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
@@ -187,12 +194,10 @@ class Scheduler:
         async with self.client.session.get(self.url) as response:
             assert response.status == 200, f"scheduler /metrics: {response.status}"
             text = await response.text()
-        out: dict[str, float] = {}
+        out = {"pod:" + result: n for result, n in schedule_attempts(text).items()}
         for (name, labels), value in parse_metrics(text).items():
             key = ""
-            if name == "scheduler_schedule_attempts_total":
-                key = "pod:" + dict(labels)["result"]
-            elif name == "scheduler_podgroup_schedule_attempts_total":
+            if name == "scheduler_podgroup_schedule_attempts_total":
                 key = "group:" + dict(labels)["result"]
             elif name == "scheduler_scheduling_algorithm_duration_seconds_sum":
                 # Per pod, in both paths: a pod-group cycle runs the pod's algorithm inside it

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import re
 import ssl
 import sys
 import tempfile
@@ -53,7 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from benchlib import process_cpu
+from benchlib import parse_metrics, process_cpu, schedule_attempts
 
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.controller.pods import trim_pod
@@ -80,8 +79,6 @@ OURS, UPSTREAM = "ours", "upstream"
 STRATEGIES = ("none", "affinity", "reject", "gate", "node-selector")
 UPSTREAM_STRATEGIES = ("none", "reject", "node-selector")
 WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
-_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)\{([^}]*)\} ([0-9.e+-]+|\+Inf|NaN)$", re.M)
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -105,8 +102,8 @@ class Row:
 
 
 def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
-    for name, labels, value in _SAMPLE.findall(text):
-        yield name, dict(_LABEL.findall(labels)), float(value)
+    for (name, labels), value in parse_metrics(text).items():
+        yield name, dict(labels), value
 
 
 def process_rss(pid: int) -> float:
@@ -154,18 +151,12 @@ class Scraper:
             elif name == "apiserver_admission_webhook_admission_duration_seconds_bucket":
                 key = (labels.get("name", ""), float(labels["le"]))
                 out["buckets"][key] = out["buckets"].get(key, 0.0) + value
-        out["attempts"] = {}
-        for client, port in (
-            ("kube-controller-manager", self.cluster.controller_manager_port),
-            ("kube-scheduler", self.cluster.scheduler_port),
-        ):
-            text = self.component(port)
-            out["clients"][client] = rest_requests(text)
-            if client == "kube-scheduler":
-                for name, labels, value in samples(text):
-                    if name == "scheduler_schedule_attempts_total":
-                        result = labels.get("result", "")
-                        out["attempts"][result] = out["attempts"].get(result, 0.0) + value
+        out["clients"]["kube-controller-manager"] = rest_requests(
+            self.component(self.cluster.controller_manager_port)
+        )
+        scheduler = self.component(self.cluster.scheduler_port)
+        out["clients"]["kube-scheduler"] = rest_requests(scheduler)
+        out["attempts"] = schedule_attempts(scheduler)
         out["components"] = {
             p.name: process_cpu(p.pid)
             for p in self.cluster.component_processes()
