@@ -34,6 +34,9 @@ period is twice the Lease (FullCluster's `node_lease_seconds`).
 
 Run: JOBSET_K8S_BIN=... .venv/bin/python hack/bench/placement_bench.py [--racks 32 --pods 8]
      [--nodes-total 5000] [--only none reject ...] [--no-upstream] [--no-restart]
+     [--profile SECONDS]: kube-scheduler's and kube-controller-manager's CPU profiles (Go's
+     pprof on their secure ports) over each strategy's first SECONDS, their top printed by `go
+     tool pprof`.
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ import argparse
 import http.client
 import os
 import ssl
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -99,6 +104,8 @@ class Row:
     component_cpu: dict[str, float] = field(default_factory=dict)
     # kube-scheduler's scheduling attempts by result over the window.
     attempts: dict[str, float] = field(default_factory=dict)
+    # CPU profiles (component -> file) over the window's first --profile seconds.
+    profiles: dict[str, Path] = field(default_factory=dict)
 
 
 def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
@@ -127,13 +134,30 @@ class Scraper:
         _, body = self.cluster.request("GET", "/metrics")
         return str(body.get("raw", ""))
 
-    def component(self, port: int) -> str:
-        conn = http.client.HTTPSConnection("127.0.0.1", port, context=self.context, timeout=30)
+    def component(self, port: int, path: str = "/metrics", timeout: float = 30.0) -> bytes:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=self.context, timeout=timeout)
         try:
-            conn.request("GET", "/metrics")
-            return conn.getresponse().read().decode()
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"GET {path} on port {port}: {response.status} {body[:200]!r}")
+            return body
         finally:
             conn.close()
+
+    def profile(self, port: int, seconds: int, out: Path) -> threading.Thread:
+        """A component's CPU profile (Go's pprof, on by default on kube-scheduler's and
+        kube-controller-manager's secure ports) over the next `seconds`, written to `out` by a
+        thread: where that component's time goes."""
+
+        def fetch() -> None:
+            path = f"/debug/pprof/profile?seconds={seconds}"
+            out.write_bytes(self.component(port, path, seconds + 60.0))
+
+        thread = threading.Thread(target=fetch, name=f"profile {out.name}", daemon=True)
+        thread.start()
+        return thread
 
     def reading(self, subject: Subject) -> dict[str, Any]:
         """Cumulative counts now: every client's requests, refused pod creates, webhook latency
@@ -152,9 +176,9 @@ class Scraper:
                 key = (labels.get("name", ""), float(labels["le"]))
                 out["buckets"][key] = out["buckets"].get(key, 0.0) + value
         out["clients"]["kube-controller-manager"] = rest_requests(
-            self.component(self.cluster.controller_manager_port)
+            self.component(self.cluster.controller_manager_port).decode()
         )
-        scheduler = self.component(self.cluster.scheduler_port)
+        scheduler = self.component(self.cluster.scheduler_port).decode()
         out["clients"]["kube-scheduler"] = rest_requests(scheduler)
         out["attempts"] = schedule_attempts(scheduler)
         out["components"] = {
@@ -375,6 +399,14 @@ def run_strategy(
             jobset("bench", racks, pods, annotations),
         )
         assert status == 201, reply
+        profiling = []
+        if args.profile:
+            for component, port in (
+                ("kube-scheduler", cluster.scheduler_port),
+                ("kube-controller-manager", cluster.controller_manager_port),
+            ):
+                row.profiles[component] = args.profile_dir / f"{label}-{name}-{component}.pprof"
+                profiling.append(scraper.profile(port, args.profile, row.profiles[component]))
         placed = wait_bound(cluster, scraper, ns, total, "0", timeout=timeout)
         row.seconds = time.monotonic() - began
         # The bench's own resource requests in the window: its pod lists, the JobSet create,
@@ -412,6 +444,8 @@ def run_strategy(
             cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{victim}")
             wait_bound(cluster, scraper, ns, total, "1", timeout=timeout)
             row.restart_seconds = time.monotonic() - began
+        for thread in profiling:
+            thread.join()
         cluster.delete_namespace(ns)
     print(
         f"  {label} {name}: {row.seconds:.1f} s, restart {row.restart_seconds:.1f} s, "
@@ -467,6 +501,13 @@ def main() -> None:
     )
     parser.add_argument("--no-upstream", dest="upstream", action="store_false")
     parser.add_argument("--no-restart", dest="restart", action="store_false")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="SECONDS",
+        help="profile kube-scheduler's and kube-controller-manager's CPU over each strategy's "
+        "first SECONDS (go tool pprof)",
+    )
     args = parser.parse_args()
     if args.nodes_total:
         args.nodes = 20
@@ -477,6 +518,7 @@ def main() -> None:
     lease = args.node_lease or (600 if node_count > 1000 else NODE_LEASE_SECONDS)
     upstream_bin = ensure_upstream() if args.upstream else None
     workdir = Path(tempfile.mkdtemp(prefix="placement-bench-"))
+    args.profile_dir = Path(tempfile.mkdtemp(prefix="placement-profiles-"))
     began = time.monotonic()
     nodes = rack_topology(racks=racks, nodes_per_rack=args.nodes, zones=4, gpus=0)
     cluster = FullCluster(
@@ -541,6 +583,7 @@ def main() -> None:
     finally:
         cluster.stop()
         print_table(rows, args, len(nodes), lease, idle)  # what was measured, even if cut short
+        print_profiles(rows)
     if sample:
         full = sum(deep_size(p) for p in sample) / len(sample)
         trimmed = sum(deep_size(trim_pod(p)) for p in sample) / len(sample)
@@ -629,6 +672,26 @@ def print_table(
         rate = creates[0].pods_per_second
         print(f"upstream reject: {rate:.1f} pods/s, the rate its pods reached admission "
               "(admission_bench.py --rate compares latency at it)")  # fmt: skip
+
+
+def print_profiles(rows: list[Row], lines: int = 30) -> None:
+    """The top of each profile by cumulative time, Kubernetes' own functions only (`go tool
+    pprof -top -cum -show`): the runtime's and the HTTP/2 client's frames would fill the top."""
+    for row in rows:
+        for component, path in row.profiles.items():
+            if not path.exists():
+                continue
+            top = subprocess.run(
+                [
+                    *("go", "tool", "pprof", "-top", "-cum", r"-show=^k8s\.io/"),
+                    *(f"-nodecount={lines}", str(path)),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            print(f"\n{component}, {row.controller} {row.name} ({path}):")
+            print(top.stdout if top.returncode == 0 else top.stderr)
 
 
 if __name__ == "__main__":
