@@ -259,7 +259,11 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def parse_metrics(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+# Prometheus text parsed: (metric name, its labels) -> value.
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse_metrics(text: str) -> Samples:
     samples = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -271,11 +275,12 @@ def parse_metrics(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], flo
     return samples
 
 
-def schedule_attempts(text: str) -> dict[str, float]:
+def schedule_attempts(samples: Samples) -> dict[str, float]:
     """kube-scheduler's `scheduler_schedule_attempts_total` by result, summed over its profiles:
-    how often it tried to place a pod, and how each try ended."""
+    how often it tried to place a pod, and how each try ended. Takes `parse_metrics`' result, so
+    a caller that reads more of the same text parses it once."""
     out: dict[str, float] = {}
-    for (name, labels), value in parse_metrics(text).items():
+    for (name, labels), value in samples.items():
         if name == "scheduler_schedule_attempts_total":
             result = dict(labels).get("result", "")
             out[result] = out.get(result, 0.0) + value

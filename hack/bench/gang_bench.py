@@ -194,8 +194,9 @@ class Scheduler:
         async with self.client.session.get(self.url) as response:
             assert response.status == 200, f"scheduler /metrics: {response.status}"
             text = await response.text()
-        out = {"pod:" + result: n for result, n in schedule_attempts(text).items()}
-        for (name, labels), value in parse_metrics(text).items():
+        samples = parse_metrics(text)
+        out = {"pod:" + result: n for result, n in schedule_attempts(samples).items()}
+        for (name, labels), value in samples.items():
             key = ""
             if name == "scheduler_podgroup_schedule_attempts_total":
                 key = "group:" + dict(labels)["result"]

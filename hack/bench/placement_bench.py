@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from benchlib import parse_metrics, process_cpu, schedule_attempts
+from benchlib import Samples, parse_metrics, process_cpu, schedule_attempts
 
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.controller.pods import trim_pod
@@ -176,9 +176,9 @@ class Scraper:
                 key = (labels.get("name", ""), float(labels["le"]))
                 out["buckets"][key] = out["buckets"].get(key, 0.0) + value
         out["clients"]["kube-controller-manager"] = rest_requests(
-            self.component(self.cluster.controller_manager_port).decode()
+            parse_metrics(self.component(self.cluster.controller_manager_port).decode())
         )
-        scheduler = self.component(self.cluster.scheduler_port).decode()
+        scheduler = parse_metrics(self.component(self.cluster.scheduler_port).decode())
         out["clients"]["kube-scheduler"] = rest_requests(scheduler)
         out["attempts"] = schedule_attempts(scheduler)
         out["components"] = {
@@ -186,13 +186,14 @@ class Scraper:
             for p in self.cluster.component_processes()
             if p.pid is not None
         }
-        out["clients"]["controller"] = rest_requests(subject.metrics())
+        out["clients"]["controller"] = rest_requests(parse_metrics(subject.metrics()))
         out["cpu"] = process_cpu(subject.pid)
         return out
 
 
-def rest_requests(text: str) -> float:
-    return sum(v for name, _, v in samples(text) if name == "rest_client_requests_total")
+def rest_requests(samples: Samples) -> float:
+    """A Kubernetes client's own count of its requests, from `parse_metrics`' result."""
+    return sum(v for (name, _), v in samples.items() if name == "rest_client_requests_total")
 
 
 def quantile(buckets: dict[float, float], q: float) -> float:
