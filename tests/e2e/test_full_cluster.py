@@ -15,6 +15,7 @@ from typing import Any
 from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_true
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
+    HONOR_GRACE_ANNOTATION,
     KILLED_EXIT_CODE,
     READY_AFTER_ANNOTATION,
     RUN_DURATION_ANNOTATION,
@@ -314,6 +315,98 @@ def test_deleted_pod_is_killed_then_removed(full_cluster: FullCluster, namespace
     )
     assert status == 200, body
     full_cluster.wait_for(pod_path, lambda p: not p, timeout=10, what="pod gone")
+
+
+def _plain_pod(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "example.com/worker:1"}],
+            **spec,
+        },
+    }
+
+
+def test_a_pod_honoring_its_grace_period_runs_until_its_deletion_timestamp(
+    full_cluster: FullCluster, namespace: str
+) -> None:
+    """`honor-grace`: a deleted pod keeps running through its grace period (a container that only
+    stops at SIGKILL), then ends with 137 and is removed."""
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/graceful"
+    annotations = {RUN_FOREVER_ANNOTATION: "true", HONOR_GRACE_ANNOTATION: "true"}
+    create(
+        full_cluster,
+        f"/api/v1/namespaces/{namespace}/pods",
+        _plain_pod("graceful", annotations, terminationGracePeriodSeconds=3),
+    )
+    full_cluster.wait_for(pod_path, running_and_ready)
+    status, deleted = full_cluster.request("DELETE", pod_path)
+    assert status == 200, deleted
+    deadline = deleted["metadata"]["deletionTimestamp"]
+    assert deleted["status"]["phase"] == "Running"
+
+    ended: list[dict[str, Any]] = []
+
+    def ended_or_gone(pod: dict[str, Any]) -> bool:
+        if pod and pod["status"].get("phase") == "Failed":
+            ended.append(pod)
+        return not pod
+
+    full_cluster.wait_for(pod_path, ended_or_gone, timeout=30, what="pod ended and removed")
+    # kwok's status patch is the last word before removal; when the poll saw it, the container
+    # ended at the deletion timestamp or after (second precision on both).
+    for pod in ended:
+        (container,) = pod["status"]["containerStatuses"]
+        assert container["state"]["terminated"]["exitCode"] == KILLED_EXIT_CODE
+        assert container["state"]["terminated"]["finishedAt"] >= deadline
+
+
+def test_a_frozen_node_turns_unreachable_and_its_deleted_pods_stay_terminating(
+    full_cluster: FullCluster, namespace: str
+) -> None:
+    """`freeze_node` stands for a dead kubelet: the node lifecycle controller taints the node
+    unreachable, and a deleted pod on it ends only when it is force-deleted."""
+    (node,) = full_cluster.add_nodes([NodeSpec(name="doomed-node", gpus=0)])
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/stranded"
+    try:
+        create(
+            full_cluster,
+            f"/api/v1/namespaces/{namespace}/pods",
+            _plain_pod("stranded", {RUN_FOREVER_ANNOTATION: "true"}, nodeName=node),
+        )
+        full_cluster.wait_for(pod_path, running_and_ready)
+        assert full_cluster.freeze_node(node) == [f"{namespace}/stranded"]
+        status, body = full_cluster.request("DELETE", pod_path)
+        assert status == 200, body
+
+        tainted = full_cluster.wait_for(
+            f"/api/v1/nodes/{node}",
+            lambda n: (
+                "node.kubernetes.io/unreachable"
+                in {t["key"] for t in n["spec"].get("taints") or ()}
+            ),
+            timeout=60,
+            what="unreachable taint",
+        )
+        assert not condition_true(tainted, "Ready")
+        # The pod was deleted before the taint came; kwok never ended it.
+        status, pod = full_cluster.request("GET", pod_path)
+        assert status == 200, pod
+        assert pod["metadata"]["deletionTimestamp"]
+        assert pod["status"]["phase"] == "Running"
+
+        status, body = full_cluster.request(
+            "DELETE",
+            pod_path,
+            {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+        )
+        assert status == 200, body
+        full_cluster.wait_for(pod_path, lambda p: not p, timeout=10, what="pod gone")
+    finally:
+        full_cluster.delete_nodes([node])
 
 
 def test_headless_service_endpoint_slices_list_pods_with_hostnames(

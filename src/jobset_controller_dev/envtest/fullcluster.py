@@ -371,6 +371,49 @@ class FullCluster(ControlPlane):
             raise ControlPlaneError(f"patching node {name} failed ({status}): {body}")
         return body
 
+    def freeze_node(self, name: str) -> list[str]:
+        """Stop one node's kubelet, as far as the cluster can tell: kwok plays neither the node
+        nor its pods any more (`kwok_stages.FROZEN_ANNOTATION` on both), and its Ready
+        condition turns Unknown, which is what the node lifecycle controller writes once a
+        kubelet's Lease has expired (at the bench's long Leases that would take 2 x the Lease;
+        the taints that controller then adds follow the condition either way). Returns the
+        `<namespace>/<name>` of the pods frozen with it: deleted, they stay Terminating.
+
+        Pods scheduled to the node after this call are not frozen; freeze before the pods of
+        interest can move."""
+        frozen = {kwok_stages.FROZEN_ANNOTATION: "true"}
+        self.patch_node(name, {"metadata": {"annotations": frozen}})
+        pods = self.list_items(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{name}")
+        names = []
+        for pod in pods:
+            meta = pod["metadata"]
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            status, body = self.request(
+                "PATCH", path, {"metadata": {"annotations": frozen}}, "application/merge-patch+json"
+            )
+            if status == 200:
+                names.append(f"{meta['namespace']}/{meta['name']}")
+            elif status != 404:
+                raise ControlPlaneError(f"freezing pod {meta['name']} failed ({status}): {body}")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        unknown = {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        status, body = self.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            {"status": {"conditions": [unknown]}},
+            "application/strategic-merge-patch+json",
+        )
+        if status != 200:
+            raise ControlPlaneError(f"marking node {name} Unknown failed ({status}): {body}")
+        return names
+
     def add_volumes(self, count: int, *, size: str = "10Gi", prefix: str = "local-pv") -> list[str]:
         """Create `count` hostPath PersistentVolumes (no storage class) for claims to bind to.
 

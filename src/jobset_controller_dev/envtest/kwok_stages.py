@@ -13,6 +13,7 @@ Pod lifecycle (restartPolicy Never or OnFailure, as in Jobs):
     scheduled --start--> Running, not Ready --ready--> Ready --(run duration)--> Succeeded
                                                               \\-- fail-exit-code --> Failed
     deleted (any phase) --terminate--> Failed (exit 137) --remove--> gone
+    deleted, honor-grace  --(until deletionTimestamp)--> Failed (exit 137) --remove--> gone
 
 Annotations a test puts on a pod (or a Job's pod template) to steer it:
     kwok.jobset.test/fail-exit-code: "3"   end Failed, every container exiting 3 (restartPolicy
@@ -22,6 +23,19 @@ Annotations a test puts on a pod (or a Job's pod template) to steer it:
     kwok.jobset.test/run-duration: "500ms" time from Ready to the end (Go duration; default 2s)
     kwok.jobset.test/ready-after: "3s"     time from Running to Ready (default 0)
     kwok.jobset.test/start-after: "1s"     time from scheduled to Running (default 0)
+    kwok.jobset.test/honor-grace: "true"   once deleted, keep running until its deletionTimestamp
+                                           (the end of its grace period), as a container that
+                                           only stops at SIGKILL does; without it a deleted pod
+                                           ends at once
+    kwok.jobset.test/frozen: "true"        nothing happens to it any more (its kubelet is dead):
+                                           no stage applies, so once deleted it stays
+                                           Terminating until it is force-deleted
+
+The same `frozen` annotation on a Node stops its node stage: a test that patches the Node's Ready
+condition to Unknown (what kube-controller-manager's node lifecycle controller does once a
+kubelet's Lease expires) keeps it that way, and that controller then taints the Node
+`node.kubernetes.io/unreachable`. kwok keeps renewing the Node's Lease; the node lifecycle
+controller reads the Ready condition as it stands, so the taints follow the patched condition.
 
 Pods with restartPolicy Always (plain Pods, Deployments) never end by themselves, as with a real
 kubelet. Readiness gates are respected: Ready turns True only when every gate's condition is True
@@ -47,6 +61,8 @@ RUN_FOREVER_ANNOTATION = ANNOTATION_PREFIX + "run-forever"
 RUN_DURATION_ANNOTATION = ANNOTATION_PREFIX + "run-duration"
 READY_AFTER_ANNOTATION = ANNOTATION_PREFIX + "ready-after"
 START_AFTER_ANNOTATION = ANNOTATION_PREFIX + "start-after"
+HONOR_GRACE_ANNOTATION = ANNOTATION_PREFIX + "honor-grace"
+FROZEN_ANNOTATION = ANNOTATION_PREFIX + "frozen"
 
 # Exit code of containers killed because their pod was deleted (SIGKILL, as a kubelet reports it).
 KILLED_EXIT_CODE = 137
@@ -100,6 +116,9 @@ _UNSETTLED = _jq(_READY_SETTLED, "In", "false")
 _NOT_FOREVER = _jq(_annotation(RUN_FOREVER_ANNOTATION), "NotIn", "true")
 _FAILS = _jq(_annotation(FAIL_EXIT_CODE_ANNOTATION), "Exists")
 _DOES_NOT_FAIL = _jq(_annotation(FAIL_EXIT_CODE_ANNOTATION), "DoesNotExist")
+_NOT_FROZEN = _jq(_annotation(FROZEN_ANNOTATION), "NotIn", "true")
+_HONORS_GRACE = _jq(_annotation(HONOR_GRACE_ANNOTATION), "In", "true")
+_ENDS_AT_ONCE = _jq(_annotation(HONOR_GRACE_ANNOTATION), "NotIn", "true")
 
 
 # ----------------------------------------------------------------------------- templates
@@ -370,8 +389,9 @@ def _stage(
 def pod_stages(
     *, run_duration: float = DEFAULT_RUN_DURATION, start_delay: float = 0.0
 ) -> list[dict[str, Any]]:
-    """The Pod stages (see the module docstring); times in seconds, overridable per pod."""
-    return [
+    """The Pod stages (see the module docstring); times in seconds, overridable per pod. No
+    stage applies to a frozen pod."""
+    stages = [
         _stage(
             "pod-start",
             "Pod",
@@ -440,13 +460,28 @@ def pod_stages(
         _stage(
             "pod-terminate",
             "Pod",
-            [_DELETED, _NOT_TERMINAL],
+            [_DELETED, _NOT_TERMINAL, _ENDS_AT_ONCE],
             _status_patch(_end_template(_fixed_code(KILLED_EXIT_CODE), "Failed", "Error")),
+        ),
+        # The time until a timestamp is kwok's delay for an RFC 3339 value: the pod ends when
+        # its grace period does (a force delete, grace 0, moves deletionTimestamp to now).
+        _stage(
+            "pod-terminate-after-grace",
+            "Pod",
+            [_DELETED, _NOT_TERMINAL, _HONORS_GRACE],
+            _status_patch(_end_template(_fixed_code(KILLED_EXIT_CODE), "Failed", "Error")),
+            {
+                "durationMilliseconds": 0,
+                "durationFrom": {"jq": {"expression": ".metadata.deletionTimestamp"}},
+            },
         ),
         # Deleting with grace period 0 removes a terminal pod now, or as soon as its last
         # finalizer (e.g. the Job controller's batch.kubernetes.io/job-tracking) is removed.
         _stage("pod-remove", "Pod", [_DELETED, _TERMINAL], {"delete": True}),
     ]
+    for stage in stages:
+        stage["spec"]["selector"]["matchExpressions"].append(dict(_NOT_FROZEN))
+    return stages
 
 
 _TEMPLATE_NODE_READY = """
@@ -498,7 +533,8 @@ nodeInfo:
 
 
 def node_stages(*, kubelet_version: str, kwok_version: str) -> list[dict[str, Any]]:
-    """One Node stage: a managed Node that is not Ready becomes Ready (kwok renews its Lease)."""
+    """One Node stage: a managed Node that is not Ready becomes Ready (kwok renews its Lease),
+    unless it is frozen (module docstring)."""
     template = _TEMPLATE_NODE_READY.replace("KUBELET_VERSION", kubelet_version).replace(
         "KWOK_VERSION", kwok_version
     )
@@ -506,7 +542,7 @@ def node_stages(*, kubelet_version: str, kwok_version: str) -> list[dict[str, An
         _stage(
             "node-ready",
             "Node",
-            [_jq(_condition("Ready"), "NotIn", "True")],
+            [_jq(_condition("Ready"), "NotIn", "True"), _NOT_FROZEN],
             _status_patch(template),
         )
     ]
