@@ -168,6 +168,16 @@ def _add_run_parser(commands: Any) -> None:
         help=f"concurrent reconciles (default {config.WORKERS}; upstream: 1)",
     )
     run.add_argument(
+        "--early-job-conditions",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        help="act on a child Job's FailureTarget and SuccessCriteriaMet conditions as on Failed "
+        "and Complete, one termination grace period earlier (default: the config file's "
+        f"earlyJobConditions.enable, {str(defaults.early_job_conditions.enable).lower()})",
+    )
+    run.add_argument(
         "--zap-log-level",
         default="info",
         help="log level: debug, info, warn, error, or a zap number",
@@ -263,6 +273,7 @@ def _run(args: argparse.Namespace, stops: StopSignals) -> int:
         qps=args.kube_api_qps,
         burst=args.kube_api_burst,
         workers=args.workers,
+        early_job_conditions=args.early_job_conditions,
     )
     try:
         client_throttle(options.effective_qps, options.effective_burst, clock=RealClock())

@@ -204,6 +204,44 @@ class DeferredChildren:
 
 
 @dataclass(frozen=True)
+class EarlyJobConditions:
+    """Ours (upstream has no such key): with `enable`, a child Job's interim conditions count as
+    its outcome: `FailureTarget=True` as `Failed` (the failure policy restarts or fails the
+    JobSet) and `SuccessCriteriaMet=True` as `Complete` (the success policy). The Job controller
+    sets them as soon as the outcome is certain and adds the terminal condition only once every
+    pod of the Job has terminated; waiting for it costs a restart one more termination grace
+    period (the failed Job's pods, then everyone else's). Off by default (upstream waits for the
+    terminal condition). The risk: the failed Job's terminating pods and the rest of the JobSet's
+    being deleted overlap for at most one grace period, and with Kueue the JobSet finishes while
+    its last pods still hold their resources. docs/behaviour.md#early-job-conditions."""
+
+    enable: bool = _key("enable", _bool, False)
+
+
+def _optional_duration(value: Any) -> float | None:
+    seconds = parse_duration(value)
+    if seconds < 0:
+        raise ValueError(f"a duration must not be negative, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class UnreachableNodePods:
+    """Ours (upstream has no such key): a JobSet pod that is being deleted on a node tainted
+    `node.kubernetes.io/unreachable` or `node.kubernetes.io/not-ready` never finishes
+    terminating (no kubelet confirms it), so the Job holding it is never deleted and the
+    JobSet's next attempt never starts (kubernetes-sigs/jobset#576). With `forceDelete` (the
+    default) the pod controller force-deletes such a pod once it has been terminating past
+    `forceDeleteAfter` beyond its `deletionTimestamp` (unset: the pod's own grace period, i.e.
+    twice the grace period after the delete request), as the pod garbage collector does on an
+    out-of-service node. The risk: a pod on a node that is only cut off from the API server may
+    still run after its object is gone. docs/behaviour.md#pods-on-unreachable-nodes."""
+
+    force_delete: bool = _key("forceDelete", _bool, True)
+    force_delete_after: float | None = _key("forceDeleteAfter", _optional_duration, None)
+
+
+@dataclass(frozen=True)
 class Configuration:
     api_version: str = _key(
         "apiVersion", _one_of("config.jobset.x-k8s.io/v1alpha1"), "config.jobset.x-k8s.io/v1alpha1"
@@ -231,6 +269,14 @@ class Configuration:
     )
     deferred_children: DeferredChildren = field(
         default_factory=DeferredChildren, metadata=_at("deferredChildren", DeferredChildren)
+    )
+    early_job_conditions: EarlyJobConditions = field(
+        default_factory=EarlyJobConditions,
+        metadata=_at("earlyJobConditions", EarlyJobConditions),
+    )
+    unreachable_node_pods: UnreachableNodePods = field(
+        default_factory=UnreachableNodePods,
+        metadata=_at("unreachableNodePods", UnreachableNodePods),
     )
 
 

@@ -101,12 +101,15 @@ class JobSetController:
         rng: RandomSource = random,
         placement_mode: PlacementMode | None = None,
         defer_children: bool = False,
+        early_job_conditions: bool = False,
         pods: Informer | None = None,
         scheduling_api: bool = False,
     ) -> None:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
         affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
-        `deferredChildren.enable` (`Snapshot.defer_children`). `pods`: the pod cache indexed
+        `deferredChildren.enable` (`Snapshot.defer_children`). `early_job_conditions` is
+        `earlyJobConditions.enable` or `--early-job-conditions` (`Snapshot.early_job_conditions`).
+        `pods`: the pod cache indexed
         by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only.
         `scheduling_api`: with the JobSetWorkloadAwareSchedulingAPI gate, discovery found
         scheduling.k8s.io/v1beta1; the Workload and PodGroup informers are then built here
@@ -115,6 +118,7 @@ class JobSetController:
         self._pods = pods
         self._enqueue = enqueue
         self._defer_children = defer_children
+        self._early_job_conditions = early_job_conditions
         self.expectations = CreateExpectations(
             lambda namespace, name: f"{namespace}/{name}" in self.jobs.store, enqueue, clock=clock
         )
@@ -164,6 +168,7 @@ class JobSetController:
             existing_pvcs=frozenset(c["metadata"]["name"] for c in claims),
             pod_webhooks=self._pod_webhooks(),
             defer_children=self._defer_children,
+            early_job_conditions=self._early_job_conditions,
             pods=self._pods_of(raw),
             scheduling_api=self._scheduling_api,
             workload=self._workload_of(uid),

@@ -87,6 +87,7 @@ def build(
         placement_mode=placement_mode,
         registry=registry,
         defer_children=config.deferred_children.enable,
+        early_job_conditions=options.effective_early_job_conditions,
         pods=pods.controller if features.in_place_restart else None,
         scheduling_api=scheduling_api,
     )

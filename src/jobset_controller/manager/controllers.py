@@ -199,6 +199,7 @@ def jobset_unit(
     placement_mode: PlacementMode,
     registry: CollectorRegistry,
     defer_children: bool = False,
+    early_job_conditions: bool = False,
     pods: PodPlacementController | None = None,
     scheduling_api: bool = False,
 ) -> JobSetUnit:
@@ -209,6 +210,7 @@ def jobset_unit(
         wiring.client,
         placement_mode=placement_mode,
         defer_children=defer_children,
+        early_job_conditions=early_job_conditions,
         pods=None if pods is None else pods.pods,
         scheduling_api=scheduling_api,
         enqueue=queue.add,

@@ -90,6 +90,8 @@ class ManagerOptions:
     # server on the same host calls the webhook by URL, as in tests).
     cert_policy: CertPolicy = field(default_factory=CertPolicy)
     cert_extra_sans: tuple[str, ...] = ()
+    # `--early-job-conditions` (ours), over `earlyJobConditions.enable`.
+    early_job_conditions: bool | None = None
 
     @property
     def effective_metrics_bind_address(self) -> str:
@@ -110,6 +112,10 @@ class ManagerOptions:
     @property
     def effective_burst(self) -> int:
         return _pick(self.burst, self.config.client_connection.burst)
+
+    @property
+    def effective_early_job_conditions(self) -> bool:
+        return _pick(self.early_job_conditions, self.config.early_job_conditions.enable)
 
 
 def _pick(override: T | None, configured: T) -> T:

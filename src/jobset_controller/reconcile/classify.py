@@ -10,6 +10,14 @@ Every pass sorts the JobSet's Jobs into four buckets:
 * **active**: the current attempt's other Jobs, whatever else their conditions say (Suspended,
   FailureTarget and SuccessCriteriaMet do not finish a Job).
 
+With the Configuration's ``earlyJobConditions`` (``early=True``), the Job controller's interim
+conditions count as what they announce: ``SuccessCriteriaMet=True`` as succeeded and
+``FailureTarget=True`` as failed (the terminal condition is still looked at first). The Job
+controller sets them as soon as the outcome is certain and adds ``Complete``/``Failed`` only once
+every pod of the Job has terminated, so acting on them saves the Job's pods' termination grace
+period before a restart or the JobSet's end (docs/behaviour.md#early-job-conditions). ``Failed``
+copies its reason and message from ``FailureTarget``, so the failure policy sees the same words.
+
 A Job whose labels cannot be read is an ``InvalidChild``: upstream returns a reconcile error and
 retries; here the pass stops with a Warning event and writes nothing (see the package docstring).
 A fix to the Job's labels, or its deletion, triggers the next pass through the Job watch.
@@ -30,9 +38,19 @@ from jobset_controller.reconcile.jobs import Job, labels_of, name_of, true_condi
 
 JOB_COMPLETE: Final = "Complete"
 JOB_FAILED: Final = "Failed"
+# The Job controller's interim conditions (Kubernetes >= 1.31): the outcome is decided, the
+# Job's pods are still terminating.
+JOB_SUCCESS_CRITERIA_MET: Final = "SuccessCriteriaMet"
+JOB_FAILURE_TARGET: Final = "FailureTarget"
 
 # Finished Job condition -> bucket, in this order (docs/behaviour.md#classification, step 2).
 FINISHED_BUCKETS: Final = ((JOB_COMPLETE, "succeeded"), (JOB_FAILED, "failed"))
+# The same with earlyJobConditions: the terminal conditions first, then the interim ones.
+EARLY_FINISHED_BUCKETS: Final = (
+    *FINISHED_BUCKETS,
+    (JOB_SUCCESS_CRITERIA_MET, "succeeded"),
+    (JOB_FAILURE_TARGET, "failed"),
+)
 
 # Go's strconv.Atoi: optional sign and decimal digits, nothing else (no spaces, no "_").
 _DECIMAL: Final = re.compile(r"[+-]?[0-9]+")
@@ -74,6 +92,7 @@ def classify_jobs(
     restarts: int,
     replicas: Mapping[str, int],
     job_restarts: Mapping[str, Sequence[int]] | None,
+    early: bool = False,
 ) -> Children | InvalidChild:
     """Sort ``jobs`` into buckets, or name the first Job that cannot be sorted.
 
@@ -83,10 +102,12 @@ def classify_jobs(
         replicas: Replicas of each replicatedJob of the spec, by name.
         job_restarts: With the RestartJob gate, ``jobRestarts`` of each replicatedJob by name
             (missing or empty means all zeros); None when the gate is off.
+        early: The Configuration's ``earlyJobConditions``: interim conditions finish a Job.
     """
+    finished = EARLY_FINISHED_BUCKETS if early else FINISHED_BUCKETS
     buckets: dict[str, list[Job]] = {"previous": [], "active": [], "succeeded": [], "failed": []}
     for job in jobs:
-        bucket = _bucket_of(job, restarts, replicas, job_restarts)
+        bucket = _bucket_of(job, restarts, replicas, job_restarts, finished)
         if isinstance(bucket, InvalidChild):
             return bucket
         buckets[bucket].append(job)
@@ -110,6 +131,7 @@ def _bucket_of(
     restarts: int,
     replicas: Mapping[str, int],
     job_restarts: Mapping[str, Sequence[int]] | None,
+    finished: Sequence[tuple[str, str]],
 ) -> str | InvalidChild:
     name = name_of(job)
     if not name or not uid_of(job):
@@ -126,7 +148,7 @@ def _bucket_of(
             return outdated
         if outdated:
             return "previous"
-    for condition_type, bucket in FINISHED_BUCKETS:
+    for condition_type, bucket in finished:
         if true_condition(job, condition_type) is not None:
             return bucket
     return "active"

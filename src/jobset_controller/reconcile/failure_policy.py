@@ -57,7 +57,7 @@ from jobset_controller.reconcile.catalogue import (
     WARNING,
     with_first_failed_job,
 )
-from jobset_controller.reconcile.classify import JOB_FAILED, parse_decimal
+from jobset_controller.reconcile.classify import JOB_FAILED, JOB_FAILURE_TARGET, parse_decimal
 from jobset_controller.reconcile.conditions import NewCondition
 from jobset_controller.reconcile.draft import StatusDraft
 from jobset_controller.reconcile.jobs import Job, labels_of, name_of, true_condition
@@ -109,12 +109,16 @@ class _Context:
 
 
 def failure_condition(job: Job) -> Mapping[str, Any] | None:
-    """The Job's ``Failed=True`` condition, or None."""
-    return true_condition(job, JOB_FAILED)
+    """The Job's ``Failed=True`` condition, else its ``FailureTarget=True`` one, else None.
+
+    A Job is in the failed bucket through its FailureTarget condition only with
+    earlyJobConditions (``classify``); the Job controller gives Failed the same reason and
+    message, so rules match the same way whichever of the two a pass reads."""
+    return true_condition(job, JOB_FAILED) or true_condition(job, JOB_FAILURE_TARGET)
 
 
 def failure_time(job: Job) -> datetime:
-    """When the Job failed: its Failed condition's ``lastTransitionTime``."""
+    """When the Job failed: the ``lastTransitionTime`` of its ``failure_condition``."""
     condition = failure_condition(job)
     moment = parse_time(condition.get("lastTransitionTime") if condition else None)
     return _ZERO_TIME if moment is None else moment

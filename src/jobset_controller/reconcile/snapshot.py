@@ -54,6 +54,9 @@ class Snapshot:
             them. ``plan`` simulates a cluster that serves them.
         workload: The JobSet's Workload (controller ownerReference to the JobSet), if any.
         pod_groups: The PodGroups the JobSet controls.
+        early_job_conditions: The Configuration's ``earlyJobConditions.enable``: a Job's
+            ``FailureTarget``/``SuccessCriteriaMet`` condition counts as ``Failed``/``Complete``
+            (``classify``; docs/behaviour.md#early-job-conditions).
     """
 
     jobset: JobSet
@@ -68,6 +71,7 @@ class Snapshot:
     scheduling_api: bool = True
     workload: Mapping[str, Any] | None = None
     pod_groups: tuple[Mapping[str, Any], ...] = ()
+    early_job_conditions: bool = False
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

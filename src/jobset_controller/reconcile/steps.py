@@ -149,7 +149,11 @@ def _view(snapshot: Snapshot) -> JobSetView | InvalidChild:
         else None
     )
     children = classify_jobs(
-        snapshot.jobs, restarts=js.status.restarts, replicas=replicas, job_restarts=job_restarts
+        snapshot.jobs,
+        restarts=js.status.restarts,
+        replicas=replicas,
+        job_restarts=job_restarts,
+        early=snapshot.early_job_conditions,
     )
     if isinstance(children, InvalidChild):
         return children

@@ -32,6 +32,26 @@ def test_no_file_gives_upstream_defaults() -> None:
     assert config.deferred_children.enable is False, "upstream's behaviour unless turned on"
 
 
+def test_recovery_defaults_wait_for_terminal_conditions_and_free_dead_nodes() -> None:
+    config = load_configuration(None)
+    assert config.early_job_conditions.enable is False, "upstream's behaviour unless turned on"
+    assert config.unreachable_node_pods.force_delete is True
+    assert config.unreachable_node_pods.force_delete_after is None, "each pod's grace period"
+
+
+def test_recovery_options_are_read(tmp_path: Path) -> None:
+    config = load_configuration(
+        write(
+            tmp_path,
+            "earlyJobConditions:\n  enable: true\n"
+            "unreachableNodePods:\n  forceDelete: false\n  forceDeleteAfter: 2m\n",
+        )
+    )
+    assert config.early_job_conditions.enable is True
+    assert config.unreachable_node_pods.force_delete is False
+    assert config.unreachable_node_pods.force_delete_after == 120.0
+
+
 def test_shipped_style_file_is_read(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -117,6 +137,16 @@ deferredChildren:
             "deferredChildren:\n  enabled: true\n",
             "deferredChildren.enabled: unknown field",
             id="deferred-children-typo",
+        ),
+        pytest.param(
+            "unreachableNodePods:\n  forceDeleteAfter: -5s\n",
+            "unreachableNodePods.forceDeleteAfter: invalid duration",
+            id="negative-force-delete-after",
+        ),
+        pytest.param(
+            "earlyJobConditions:\n  enable: 'true'\n",
+            "earlyJobConditions.enable: expected true or false, got 'true'",
+            id="early-job-conditions-string",
         ),
     ],
 )

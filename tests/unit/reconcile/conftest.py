@@ -253,7 +253,10 @@ def make_job(
     """A child Job wire dict as the API server would show it, in one of these states.
 
     ``pending`` (created, no pod running), ``active`` (pods running, not ready), ``ready``,
-    ``succeeded`` (Complete=True), ``failed`` (Failed=True with reason/message/finished_at).
+    ``succeeded`` (Complete=True), ``failed`` (Failed=True with reason/message/finished_at);
+    the interim states of the Job controller, pods still terminating: ``failure-target``
+    (FailureTarget=True, with reason/message/finished_at as ``failed``) and
+    ``success-criteria-met`` (SuccessCriteriaMet=True).
     ``labels`` overrides labels; a None value removes the label.
     """
     name = f"{jobset}-{rjob}-{index}"
@@ -285,6 +288,14 @@ def make_job(
     elif state == "failed":
         status["failed"] = 1
         status["conditions"] = [_job_condition("Failed", reason, message, finished_at)]
+    elif state == "failure-target":
+        status.update(failed=1, terminating=parallelism)
+        status["conditions"] = [_job_condition("FailureTarget", reason, message, finished_at)]
+    elif state == "success-criteria-met":
+        status.update(succeeded=completions or 1, terminating=parallelism)
+        status["conditions"] = [
+            _job_condition("SuccessCriteriaMet", "CompletionsReached", "", finished_at)
+        ]
     elif state != "pending":
         raise ValueError(f"unknown job state {state!r}")
     if start_time is not None:
@@ -318,6 +329,7 @@ def make_snapshot(
     features: FeatureGates | None = None,
     now: datetime = NOW,
     scheduling_api: bool = True,
+    early_job_conditions: bool = False,
 ) -> Snapshot:
     js = jobset.build() if isinstance(jobset, JobSetBuilder) else jobset
     return Snapshot(
@@ -327,6 +339,7 @@ def make_snapshot(
         now=now,
         features=features or FeatureGates(),
         scheduling_api=scheduling_api,
+        early_job_conditions=early_job_conditions,
     )
 
 
@@ -465,9 +478,19 @@ class Kit:
         service: Mapping[str, Any] | None = None,
         features: FeatureGates | None = None,
         now: datetime = NOW,
+        early_job_conditions: bool = False,
     ) -> Plan:
         """``reconcile`` of a snapshot built from the arguments."""
-        return reconcile(make_snapshot(jobset, *jobs, service=service, features=features, now=now))
+        return reconcile(
+            make_snapshot(
+                jobset,
+                *jobs,
+                service=service,
+                features=features,
+                now=now,
+                early_job_conditions=early_job_conditions,
+            )
+        )
 
     @staticmethod
     def service(name: str = NAME) -> dict[str, Any]:

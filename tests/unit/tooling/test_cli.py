@@ -75,6 +75,10 @@ def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
     [
         (["run", "--kube-api-qps", "lots"], "argument --kube-api-qps: invalid float value: 'lots'"),
         (["run", "--leader-elect=maybe"], "argument --leader-elect: invalid boolean value 'maybe'"),
+        (
+            ["run", "--early-job-conditions=soon"],
+            "argument --early-job-conditions: invalid boolean value 'soon'",
+        ),
         (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["run", "--zap-encoder=xml"], "argument --zap-encoder: invalid choice: 'xml'"),
         (["run", "--zap-stacktrace-level=warn"], "argument --zap-stacktrace-level: invalid"),
@@ -108,6 +112,23 @@ def test_upstreams_zap_flags_are_accepted() -> None:
         "error",
         "rfc3339nano",
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "given"),
+    [([], None), (["--early-job-conditions"], True), (["--early-job-conditions=false"], False)],
+)
+def test_early_job_conditions_flag_overrides_the_configuration_only_when_given(
+    flags: list[str], given: bool | None
+) -> None:
+    from jobset_controller.config import Configuration, EarlyJobConditions
+    from jobset_controller.manager import ManagerOptions
+
+    args = build_parser().parse_args(["run", *flags])
+    assert args.early_job_conditions is given
+    on_in_file = Configuration(early_job_conditions=EarlyJobConditions(enable=True))
+    options = ManagerOptions(config=on_in_file, early_job_conditions=args.early_job_conditions)
+    assert options.effective_early_job_conditions is (True if given is None else given)
 
 
 def test_missing_kubeconfig_is_one_line_and_exit_2(
