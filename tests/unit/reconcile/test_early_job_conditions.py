@@ -84,15 +84,19 @@ def test_failure_target_decides_what_failed_decides_for_every_action(
     kit: Kit, policy: Mapping[str, Any] | None
 ) -> None:
     def plan(state: str, *, early: bool) -> Plan:
-        failure = {
-            "reason": "PodFailurePolicy",
-            "message": "Container main for pod x failed with exit code 42 matching FailJob rule",
-        }
+        message = "Container main for pod x failed with exit code 42 matching FailJob rule"
         return kit.reconcile(
             with_policy(two_workers(kit), policy),
             kit.job("leader", 0, state="ready"),
             kit.job("workers", 0, state="ready"),
-            kit.job("workers", 1, state=state, finished_at=T1, **failure),
+            kit.job(
+                "workers",
+                1,
+                state=state,
+                finished_at=T1,
+                reason="PodFailurePolicy",
+                message=message,
+            ),
             features=GATES,
             early_job_conditions=early,
         )
