@@ -54,6 +54,8 @@ from jobset_controller.reconcile.catalogue import (
     WARNING,
     invalid_jobset_message,
 )
+from jobset_controller.reconcile.classify import JOB_FAILED, JOB_FAILURE_TARGET
+from jobset_controller.reconcile.jobs import true_condition
 from jobset_controller.reconcile.placement import uses_affinity_strategy
 from jobset_controller.reconcile.timestamps import format_time
 from jobset_controller.runtime.client import Conflict, KubeClient
@@ -63,6 +65,9 @@ from jobset_controller.runtime.informer import Informer
 from jobset_controller.runtime.workers import Result
 
 log = structlog.get_logger("jobset-controller")
+
+# (namespace, JobSet name) -> the JobSet's failed pods as the pod cache keeps them.
+FailedPods = Callable[[str, str], tuple[Mapping[str, Any], ...]]
 
 
 def _utc_now() -> datetime.datetime:
@@ -77,6 +82,14 @@ def _pod_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
 def _uses_in_place_restart(raw: Mapping[str, Any]) -> bool:
     policy = (raw.get("spec") or {}).get("failurePolicy") or {}
     return bool(policy.get("restartStrategy") == "InPlaceRestart")
+
+
+def _has_failed_job(jobs: tuple[Mapping[str, Any], ...]) -> bool:
+    """Some Job has a Failed or FailureTarget condition that is True (cheap; reconcile decides
+    which of them count)."""
+    return any(
+        true_condition(job, JOB_FAILED) or true_condition(job, JOB_FAILURE_TARGET) for job in jobs
+    )
 
 
 def creates_mode_dependent_jobs(plan: Plan) -> bool:
@@ -102,6 +115,7 @@ class JobSetController:
         placement_mode: PlacementMode | None = None,
         defer_children: bool = False,
         early_job_conditions: bool = False,
+        failed_pods: FailedPods | None = None,
         pods: Informer | None = None,
         scheduling_api: bool = False,
     ) -> None:
@@ -109,6 +123,7 @@ class JobSetController:
         affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
         `deferredChildren.enable` (`Snapshot.defer_children`). `early_job_conditions` is
         `earlyJobConditions.enable` or `--early-job-conditions` (`Snapshot.early_job_conditions`).
+        `failed_pods`: the pod cache's failed pods of a JobSet (`Snapshot.failed_pods`).
         `pods`: the pod cache indexed
         by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only.
         `scheduling_api`: with the JobSetWorkloadAwareSchedulingAPI gate, discovery found
@@ -119,6 +134,7 @@ class JobSetController:
         self._enqueue = enqueue
         self._defer_children = defer_children
         self._early_job_conditions = early_job_conditions
+        self._failed_pods = failed_pods
         self.expectations = CreateExpectations(
             lambda namespace, name: f"{namespace}/{name}" in self.jobs.store, enqueue, clock=clock
         )
@@ -159,9 +175,10 @@ class JobSetController:
         namespace = str(raw["metadata"]["namespace"])
         service = self.services.store.get(f"{namespace}/{jobset_subdomain(jobset)}")
         claims = self.pvcs.store.by_index("namespace", namespace)
+        jobs = tuple(self.jobs.store.by_index(OWNER_UID, uid))
         return Snapshot(
             jobset=jobset,
-            jobs=tuple(self.jobs.store.by_index(OWNER_UID, uid)),
+            jobs=jobs,
             service=service,
             now=self._now(),
             features=self._features,
@@ -169,6 +186,7 @@ class JobSetController:
             pod_webhooks=self._pod_webhooks(),
             defer_children=self._defer_children,
             early_job_conditions=self._early_job_conditions,
+            failed_pods=self._failed_of(raw, jobs),
             pods=self._pods_of(raw),
             scheduling_api=self._scheduling_api,
             workload=self._workload_of(uid),
@@ -193,6 +211,16 @@ class JobSetController:
         metadata = raw["metadata"]
         key = f"{metadata['namespace']}/{metadata['name']}"
         return tuple(self._pods.store.by_index(JOBSET_PODS, key))
+
+    def _failed_of(
+        self, raw: Mapping[str, Any], jobs: tuple[Mapping[str, Any], ...]
+    ) -> tuple[Mapping[str, Any], ...]:
+        """The JobSet's failed pods, for a pass that sees a failed Job (its messages name the
+        first failure); other passes are not given them."""
+        if self._failed_pods is None or not _has_failed_job(jobs):
+            return ()
+        metadata = raw["metadata"]
+        return self._failed_pods(str(metadata["namespace"]), str(metadata["name"]))
 
     def pod_changed(self, key: str) -> None:
         """A pod of the JobSet `key` changed what the in-place pass reads: wake the JobSet if

@@ -14,7 +14,16 @@ See docs/behaviour.md#exclusive-placement. What it caches, and why so little:
   annotations, the controller owner's uid, the node name, the topology selector, the scheduling
   gates, the phase and a DisruptionTarget condition. Everything else (containers, volumes, env,
   status details) is dropped on arrival.
-- Nodes: name and labels (`trim_node`); a node's domain is all anyone reads.
+- Nodes: name, labels and the dead-node taints (`trim_node`); a node's domain is what
+  placement reads, the taints what the stuck-pod pass reads.
+
+Every JobSet pod that has failed or is being deleted is kept too, trimmed to its end
+(`api.pod_status.end_facts`: the failing container, the node, the deletion times, the JobSet's
+name and uid labels, its Job's uid): the failed ones are indexed by `<namespace>/<jobset name>`
+(`FAILED_PODS`) for the first failure a restart's message names (`Snapshot.failed_pods`), the
+terminating ones are what the stuck-pod pass looks at. Such pods are few at any time (a restart
+of a large JobSet holds its pods for a grace period); running pods that are not placed by
+leader and followers are still dropped on arrival.
 
 With the InPlaceRestart gate on, the same watch also keeps every pod that carries the jobset-name
 label, trimmed to what the JobSet controller's in-place pass reads (`trim_in_place`: name, uid,
@@ -24,11 +33,13 @@ change of those facts is handed to `on_jobset_pod` (the JobSet controller, which
 if it uses the strategy). A pod placed by leader and followers keeps both sets of fields.
 
 The key of the work queue is `<namespace>/<Job uid>`: every change of one of the Job's pods wakes
-it, and so does a change of the labels of a node a leader is bound to. The pass reads the Job's
-pods from the cache, asks the pure `plan_pods`, and carries the plan out: release patches
-(a strategic merge patch that deletes only our gate, so other gates are never overwritten),
-evictions (DisruptionTarget through the status subresource, then delete with the pod's uid as
-precondition), Warning events on leaders whose domain cannot be read.
+it, and so does a change of the labels of a node a leader is bound to, or of the dead-node
+taints of a node one of its pods is terminating on. The pass reads the Job's pods from the
+cache, asks the pure `plan_pods` and `plan_stuck_pods`, and carries the plans out: release
+patches (a strategic merge patch that deletes only our gate, so other gates are never
+overwritten), evictions (DisruptionTarget through the status subresource, then delete with the
+pod's uid as precondition), Warning events on leaders whose domain cannot be read, and force
+deletes of pods stuck terminating on a dead node (`unreachableNodePods`, on by default).
 
 The same caches answer the pod webhooks' lookups (`lookups`): the leader by name without suffix,
 a node's labels.
@@ -45,11 +56,15 @@ from typing import Any
 import structlog
 
 from jobset_controller.api import (
+    API_VERSION as JOBSET_API_VERSION,
+)
+from jobset_controller.api import (
     EXCLUSIVE_KEY,
     IN_PLACE_RESTART_ATTEMPT_KEY,
     JOB_INDEX_KEY,
     JOB_KEY,
     JOBSET_NAME_KEY,
+    JOBSET_UID_KEY,
     NODE_SELECTOR_STRATEGY_KEY,
     REPLICATED_JOB_NAME_KEY,
 )
@@ -65,17 +80,27 @@ from jobset_controller.api.placement import (
     owner_uid,
     placed_by_leader,
 )
+from jobset_controller.api.pod_status import is_failed, is_terminating, merge_end_facts
 from jobset_controller.controller.resources import NODES, PODS
 from jobset_controller.reconcile.catalogue import (
+    DELETION_BY_JOBSET_CONTROLLER_REASON,
     DISRUPTION_TARGET_CONDITION,
     EXCLUSIVE_PLACEMENT_VIOLATION_MESSAGE,
     EXCLUSIVE_PLACEMENT_VIOLATION_REASON,
     FOLLOWER_PLACED_EVENT,
     NORMAL,
+    POD_FORCE_DELETED_EVENT,
     WARNING,
     follower_placed_message,
+    pod_force_deleted_message,
 )
 from jobset_controller.reconcile.pod_placement import Eviction, PodPlan, Release, plan_pods
+from jobset_controller.reconcile.stuck_pods import (
+    DEAD_NODE_TAINTS,
+    ForceDelete,
+    dead_node_taints,
+    plan_stuck_pods,
+)
 from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
 from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.events import EventRecorder, ObjectRef
@@ -86,6 +111,7 @@ log = structlog.get_logger("pod-controller")
 
 JOB_UID = "job-uid"
 JOBSET_PODS = "jobset-pods"
+FAILED_PODS = "failed-pods"
 LEADER_NAME = "leader-name"
 ON_NODE = "node"
 POD_SELECTOR = JOB_KEY
@@ -104,8 +130,16 @@ def _pick(mapping: Mapping[str, Any] | None, keys: tuple[str, ...]) -> dict[str,
 
 
 def trim_pod(pod: Obj) -> Obj:
-    """Only what placement reads (module docstring); a pod not placed by leader and followers
-    becomes a stub without annotations, which `keep_pod` drops."""
+    """Only what placement reads, plus the end of a failed or terminating pod (module
+    docstring); a running pod not placed by leader and followers becomes a stub without
+    annotations, which `keep_pod` drops."""
+    trimmed = _trim_for_placement(pod)
+    if is_failed(pod) or is_terminating(pod):
+        return merge_end_facts(trimmed, pod)
+    return trimmed
+
+
+def _trim_for_placement(pod: Obj) -> Obj:
     meta = pod.get("metadata") or {}
     if not placed_by_leader(pod):
         return {"metadata": _pick(meta, ("name", "namespace", "uid", "resourceVersion"))}
@@ -138,11 +172,15 @@ def trim_pod(pod: Obj) -> Obj:
 
 
 def keep_pod(pod: Obj) -> bool:
-    """A trimmed pod is cached only if it is placed by leader and followers (`trim_pod`), or,
-    with the InPlaceRestart gate, a JobSet pod (`trim_in_place` keeps its jobset-name label)."""
+    """A trimmed pod is cached only if it is placed by leader and followers (`trim_pod`), has
+    failed or is being deleted, or, with the InPlaceRestart gate, is a JobSet pod
+    (`trim_in_place` keeps its jobset-name label)."""
     meta = pod.get("metadata") or {}
-    return EXCLUSIVE_KEY in (meta.get("annotations") or {}) or JOBSET_NAME_KEY in (
-        meta.get("labels") or {}
+    return (
+        EXCLUSIVE_KEY in (meta.get("annotations") or {})
+        or is_failed(pod)
+        or is_terminating(pod)
+        or JOBSET_NAME_KEY in (meta.get("labels") or {})
     )
 
 
@@ -202,9 +240,27 @@ def _jobset_pods_index(pod: Obj) -> list[str]:
     return [key] if key else []
 
 
+def _failed_pods_index(pod: Obj) -> list[str]:
+    key = jobset_of(pod) if is_failed(pod) else None
+    return [key] if key else []
+
+
 def trim_node(node: Obj) -> Obj:
+    """Name, labels (placement's domain) and the dead-node taints (`reconcile.stuck_pods`)."""
     meta = node.get("metadata") or {}
-    return {"metadata": _pick(meta, ("name", "uid", "resourceVersion", "labels"))}
+    trimmed: Obj = {"metadata": _pick(meta, ("name", "uid", "resourceVersion", "labels"))}
+    taints = [
+        {"key": t.get("key"), "effect": t.get("effect")}
+        for t in (node.get("spec") or {}).get("taints") or ()
+        if isinstance(t, dict) and t.get("key") in DEAD_NODE_TAINTS
+    ]
+    if taints:
+        trimmed["spec"] = {"taints": taints}
+    return trimmed
+
+
+def _taint_keys(node: Obj) -> tuple[str, ...]:
+    return dead_node_taints((node.get("spec") or {}).get("taints") or ())
 
 
 def _job_uid_index(pod: Obj) -> list[str]:
@@ -241,11 +297,19 @@ class PodPlacementController:
         clock: Clock | None = None,
         rng: RandomSource = random,
         in_place_restart: bool = False,
+        force_delete: bool = True,
+        force_delete_after: float | None = None,
+        wall: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
-        """`in_place_restart`: the InPlaceRestart gate (module docstring)."""
+        """`in_place_restart`: the InPlaceRestart gate (module docstring). `force_delete` and
+        `force_delete_after`: the Configuration's `unreachableNodePods` (`stuck_pods`); `wall`
+        the wall clock the pods' deletion times are compared with."""
         self._client = client
         self._recorder = recorder
         self._enqueue = enqueue
+        self._force_delete = force_delete
+        self._force_delete_after = force_delete_after
+        self._wall = wall
         # Set by the manager to the JobSet controller's `pod_changed` (gate on only).
         self.on_jobset_pod: Callable[[str], None] | None = None
 
@@ -279,6 +343,7 @@ class PodPlacementController:
             JOB_UID: _job_uid_index,
             LEADER_NAME: _leader_name_index,
             ON_NODE: _on_node_index,
+            FAILED_PODS: _failed_pods_index,
         }
         if in_place_restart:
             indexers[JOBSET_PODS] = _jobset_pods_index
@@ -319,15 +384,27 @@ class PodPlacementController:
         labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
         return labels
 
+    def node_taints(self, name: str) -> tuple[str, ...] | None:
+        """The node's dead-node taint keys (`reconcile.stuck_pods`), None if it is not cached."""
+        node = self.nodes.store.get(name)
+        return None if node is None else _taint_keys(node)
+
+    def failed_pods(self, namespace: str, jobset: str) -> tuple[Pod, ...]:
+        """The JobSet's failed pods, as kept (`api.pod_status.end_facts`)."""
+        return tuple(self.pods.store.by_index(FAILED_PODS, f"{namespace}/{jobset}"))
+
     def _node_changed(self, old: Obj, new: Obj) -> None:
         if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
             self._wake_node(new)
+        elif _taint_keys(old) != _taint_keys(new):
+            self._wake_node(new, leaders=False)
 
-    def _wake_node(self, node: Obj) -> None:
-        """Jobs whose leader is bound to this node look at their domain again."""
+    def _wake_node(self, node: Obj, *, leaders: bool = True) -> None:
+        """Jobs whose leader is bound to this node look at their domain again, and Jobs with a
+        pod terminating on it at their stuck pods."""
         name = str((node.get("metadata") or {}).get("name") or "")
         for pod in self.pods.store.by_index(ON_NODE, name):
-            if is_leader(pod):
+            if (leaders and is_leader(pod)) or is_terminating(pod):
                 for key in _job_uid_index(pod):
                     self._enqueue(key)
 
@@ -353,9 +430,18 @@ class PodPlacementController:
             return None
         plan = plan_pods(pods, self.node_labels)
         await self._execute(namespace, pods, plan)
-        if plan.requeue_after is not None:
-            return Result(requeue_after=plan.requeue_after)
-        return None
+        requeues = [plan.requeue_after]
+        if self._force_delete:
+            stuck = plan_stuck_pods(
+                pods, self.node_taints, self._wall(), after=self._force_delete_after
+            )
+            by_name = {str(p["metadata"].get("name")): p for p in pods}
+            await asyncio.gather(
+                *(self._force(namespace, d, by_name.get(d.pod, {})) for d in stuck.deletes)
+            )
+            requeues.append(stuck.requeue_after)
+        waits = [wait for wait in requeues if wait is not None]
+        return Result(requeue_after=min(waits)) if waits else None
 
     async def _execute(self, namespace: str, pods: list[Obj], plan: PodPlan) -> None:
         uids = {str(p["metadata"].get("name")): str(p["metadata"].get("uid", "")) for p in pods}
@@ -425,6 +511,59 @@ class PodPlacementController:
             return
         except Conflict:
             return  # the uid precondition failed: this pod is gone, a successor is judged anew
+
+    async def _force(self, namespace: str, delete: ForceDelete, pod: Pod) -> None:
+        """Force-delete a pod stuck on a dead node as the pod garbage collector does: Failed with
+        DisruptionTarget first (unless already terminal), then grace period 0, UID
+        precondition; one Warning event about its JobSet (`stuck_pods`)."""
+        path = PODS.path(namespace, delete.pod)
+        message = pod_force_deleted_message(
+            delete.pod, delete.node, delete.taint, delete.terminating_since
+        )
+        log.warning(
+            "force-deleting a pod stuck on a dead node",
+            namespace=namespace,
+            pod=delete.pod,
+            node=delete.node,
+            taint=delete.taint,
+        )
+        try:
+            if not delete.terminal:
+                condition = {
+                    "type": DISRUPTION_TARGET_CONDITION,
+                    "status": "True",
+                    "reason": DELETION_BY_JOBSET_CONTROLLER_REASON,
+                    "message": message,
+                    "lastTransitionTime": _now_rfc3339(),
+                }
+                await self._client.request(
+                    "PATCH",
+                    path + "/status",
+                    body={"status": {"phase": "Failed", "conditions": [condition]}},
+                    content_type=_STRATEGIC,
+                )
+            await self._client.delete(
+                path, propagation="Background", uid=delete.uid or None, grace_period_seconds=0
+            )
+        except NotFound:
+            return
+        except Conflict:
+            return  # the uid precondition failed: this pod is gone, a successor is judged anew
+        self._recorder.record(
+            _regarding_jobset(namespace, pod), WARNING, POD_FORCE_DELETED_EVENT, message
+        )
+
+
+def _regarding_jobset(namespace: str, pod: Pod) -> ObjectRef:
+    """The pod's JobSet (its name and uid labels), or the pod itself without them."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    name, uid = labels.get(JOBSET_NAME_KEY), labels.get(JOBSET_UID_KEY)
+    if name and uid:
+        return ObjectRef(
+            api_version=JOBSET_API_VERSION, kind="JobSet", name=name, namespace=namespace, uid=uid
+        )
+    meta = pod.get("metadata") or {}
+    return _pod_ref(namespace, str(meta.get("name") or ""), str(meta.get("uid") or ""))
 
 
 async def release_follower(client: KubeClient, namespace: str, release: Release) -> None:

@@ -78,7 +78,11 @@ def build(
         clock=clock,
     )
     pods = controllers.pod_unit(
-        wiring, workers=options.pod_workers, in_place_restart=features.in_place_restart
+        wiring,
+        workers=options.pod_workers,
+        in_place_restart=features.in_place_restart,
+        force_delete=config.unreachable_node_pods.force_delete,
+        force_delete_after=config.unreachable_node_pods.force_delete_after,
     )
     jobsets = controllers.jobset_unit(
         wiring,
@@ -88,6 +92,7 @@ def build(
         registry=registry,
         defer_children=config.deferred_children.enable,
         early_job_conditions=options.effective_early_job_conditions,
+        failed_pods=pods.controller.failed_pods,
         pods=pods.controller if features.in_place_restart else None,
         scheduling_api=scheduling_api,
     )

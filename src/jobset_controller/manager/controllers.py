@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.executor import Executor, JobSetMetrics
-from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.controller.jobset import FailedPods, JobSetController
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import PodPlacementController
 from jobset_controller.runtime.client import KubeClient
@@ -161,9 +161,17 @@ class PodUnit:
     unit: ControllerUnit
 
 
-def pod_unit(wiring: Wiring, *, workers: int, in_place_restart: bool = False) -> PodUnit:
+def pod_unit(
+    wiring: Wiring,
+    *,
+    workers: int,
+    in_place_restart: bool = False,
+    force_delete: bool = True,
+    force_delete_after: float | None = None,
+) -> PodUnit:
     """`in_place_restart`: the InPlaceRestart gate; the pod cache then also keeps every JobSet
-    pod, trimmed for the JobSet controller's in-place pass (`jobset_unit(pods=...)`)."""
+    pod, trimmed for the JobSet controller's in-place pass (`jobset_unit(pods=...)`).
+    `force_delete`, `force_delete_after`: the Configuration's `unreachableNodePods`."""
     queue, recorder = _queue_and_recorder(POD, wiring)
     pods = PodPlacementController(
         wiring.client,
@@ -172,6 +180,8 @@ def pod_unit(wiring: Wiring, *, workers: int, in_place_restart: bool = False) ->
         clock=wiring.clock,
         rng=wiring.rng,
         in_place_restart=in_place_restart,
+        force_delete=force_delete,
+        force_delete_after=force_delete_after,
     )
     unit = ControllerUnit(
         POD,
@@ -200,17 +210,20 @@ def jobset_unit(
     registry: CollectorRegistry,
     defer_children: bool = False,
     early_job_conditions: bool = False,
+    failed_pods: FailedPods | None = None,
     pods: PodPlacementController | None = None,
     scheduling_api: bool = False,
 ) -> JobSetUnit:
     """`pods`: with the InPlaceRestart gate, the pod controller whose cache the in-place pass
-    reads; its JobSet pods' changes then wake this unit's JobSets."""
+    reads; its JobSet pods' changes then wake this unit's JobSets. `failed_pods`: the pod
+    cache's failed pods of a JobSet (`PodPlacementController.failed_pods`)."""
     queue, recorder = _queue_and_recorder(JOBSET, wiring)
     controller = JobSetController(
         wiring.client,
         placement_mode=placement_mode,
         defer_children=defer_children,
         early_job_conditions=early_job_conditions,
+        failed_pods=failed_pods,
         pods=None if pods is None else pods.pods,
         scheduling_api=scheduling_api,
         enqueue=queue.add,

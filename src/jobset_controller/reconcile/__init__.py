@@ -112,6 +112,7 @@ from jobset_controller.reconcile.plan import (
     JobDelete,
     JobPatch,
     Plan,
+    Restart,
     SchedulingWrite,
     WritePhase,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "JobDelete",
     "JobPatch",
     "Plan",
+    "Restart",
     "SchedulingWrite",
     "Snapshot",
     "WritePhase",

@@ -233,6 +233,24 @@ LEADER_NODE_WITHOUT_TOPOLOGY_EVENT: Final = "ExclusivePlacementTopologyMissing"
 FOLLOWER_PLACED_EVENT: Final = "ExclusivePlacementFollowerPlaced"
 
 
+# --- pods on unreachable nodes (docs/behaviour.md#pods-on-unreachable-nodes) -------------------
+
+# Warning event, one per pod, regarding the pod's JobSet: a pod stuck terminating on a dead node
+# was force-deleted (reconcile.stuck_pods). The DisruptionTarget condition written on the pod just
+# before says the same, for a pod failure policy and for whoever reads the pod's last state.
+POD_FORCE_DELETED_EVENT: Final = "PodForceDeletedOnUnreachableNode"
+DELETION_BY_JOBSET_CONTROLLER_REASON: Final = "DeletionByJobSetController"
+
+
+def pod_force_deleted_message(pod: str, node: str, taint: str, since: str) -> str:
+    """The note of PodForceDeletedOnUnreachableNode and the DisruptionTarget message."""
+    return (
+        f"pod {pod} was terminating since {since} on node {node}, which is tainted {taint} (its "
+        "kubelet cannot confirm the end); force-deleted so that its Job, and the JobSet's next "
+        "attempt, are not held by it"
+    )
+
+
 def leader_node_not_found_message(node: str) -> str:
     return (
         f"node {node} of this leader pod does not exist; its followers wait until the Job "

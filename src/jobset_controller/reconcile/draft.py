@@ -14,7 +14,7 @@ from types import MappingProxyType
 from jobset_controller.api import JobSetStatus
 from jobset_controller.reconcile.conditions import Conditions, NewCondition, is_true, set_condition
 from jobset_controller.reconcile.counts import ReplicatedJobCounts
-from jobset_controller.reconcile.plan import Event
+from jobset_controller.reconcile.plan import Event, Restart
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ class StatusDraft:
         events: Events to emit once the status is written.
         execution_attempts: ExecutionAttemptsTracking gate: ``status.executionAttempts`` (None:
             not counted yet, or the gate is off and the stored value is left alone).
+        restart: The restart the failure policy decided in this pass, if any (``Plan.restart``).
     """
 
     conditions: Conditions
@@ -89,6 +90,7 @@ class StatusDraft:
     now: str
     events: tuple[Event, ...] = ()
     execution_attempts: int | None = None
+    restart: Restart | None = None
 
     @classmethod
     def start(

@@ -15,6 +15,10 @@ that failed first.
 Actions map to appliers in ``ACTION_APPLIERS``. Nothing is deleted in the pass that decides a
 restart: raising ``status.restarts`` (or a ``jobRestarts`` entry) turns the Jobs of the old attempt
 into previous Jobs, which the next pass deletes and then recreates.
+
+Every message that names the first failed job goes on with what failed it (``first_failure``:
+the Job's reason, its first failed pod, node, container and exit code), and a restart is recorded
+on the draft (``plan.Restart``) for the controller's restart metrics and timeline.
 """
 
 import dataclasses
@@ -60,8 +64,9 @@ from jobset_controller.reconcile.catalogue import (
 from jobset_controller.reconcile.classify import JOB_FAILED, JOB_FAILURE_TARGET, parse_decimal
 from jobset_controller.reconcile.conditions import NewCondition
 from jobset_controller.reconcile.draft import StatusDraft
-from jobset_controller.reconcile.jobs import Job, labels_of, name_of, true_condition
-from jobset_controller.reconcile.plan import Event
+from jobset_controller.reconcile.first_failure import FirstFailure, first_failure, with_detail
+from jobset_controller.reconcile.jobs import Job, labels_of, name_of, true_condition, uid_of
+from jobset_controller.reconcile.plan import Event, Restart
 from jobset_controller.reconcile.terminal import fail_jobset
 from jobset_controller.reconcile.timestamps import parse_time
 
@@ -106,6 +111,7 @@ class _Context:
     match: RuleMatch
     replicas: Mapping[str, int]
     restart_job_gate: bool
+    failure: FirstFailure
 
 
 def failure_condition(job: Job) -> Mapping[str, Any] | None:
@@ -122,6 +128,12 @@ def failure_time(job: Job) -> datetime:
     condition = failure_condition(job)
     moment = parse_time(condition.get("lastTransitionTime") if condition else None)
     return _ZERO_TIME if moment is None else moment
+
+
+def failure_of(job: Job, failed_pods: Sequence[Mapping[str, Any]]) -> FirstFailure:
+    """What failed ``job``: its failure condition's reason and its first failed pod."""
+    condition = failure_condition(job) or {}
+    return first_failure(uid_of(job), str(condition.get("reason") or ""), failed_pods)
 
 
 def first_failed_job(jobs: Sequence[Job]) -> Job:
@@ -166,6 +178,7 @@ def execute_failure_policy(
     *,
     replicas: Mapping[str, int],
     restart_job_gate: bool,
+    failed_pods: Sequence[Mapping[str, Any]] = (),
 ) -> StatusDraft | Blocked:
     """The draft after the failure policy has handled the ``failed`` Jobs (not empty).
 
@@ -175,16 +188,19 @@ def execute_failure_policy(
         draft: The status so far.
         replicas: Replicas of each replicatedJob, by name.
         restart_job_gate: The RestartJob feature gate.
+        failed_pods: The JobSet's failed pods as the pod cache holds them (``Snapshot``).
     """
     if policy is None:
-        job = name_of(first_failed_job(failed))
+        job = first_failed_job(failed)
+        message = with_first_failed_job(FAILED_JOBS_MESSAGE, name_of(job))
         return fail_jobset(
-            draft, FAILED_JOBS_REASON, with_first_failed_job(FAILED_JOBS_MESSAGE, job)
+            draft, FAILED_JOBS_REASON, with_detail(message, failure_of(job, failed_pods))
         )
     match = find_first_matching_rule(policy.rules, failed)
     if match is None:
         match = RuleMatch(DEFAULT_FAILURE_POLICY_ACTION, None, first_failed_job(failed))
-    context = _Context(policy, match, replicas, restart_job_gate)
+    failure = failure_of(match.job, failed_pods)
+    context = _Context(policy, match, replicas, restart_job_gate, failure)
     return ACTION_APPLIERS[match.action](context, draft)
 
 
@@ -204,7 +220,19 @@ def restarting_reason(rule_name: str | None) -> str:
 
 
 def _message(context: _Context, base: str) -> str:
-    return with_first_failed_job(base, name_of(context.match.job))
+    return with_detail(with_first_failed_job(base, name_of(context.match.job)), context.failure)
+
+
+def _restart(context: _Context, draft: StatusDraft, *, whole_jobset: bool) -> Restart:
+    condition = failure_condition(context.match.job) or {}
+    return Restart(
+        action=context.match.action.value,
+        reason=context.failure.reason,
+        job=name_of(context.match.job),
+        failed_at=str(condition.get("lastTransitionTime") or ""),
+        whole_jobset=whole_jobset,
+        attempt=draft.restarts,
+    )
 
 
 def _reached_max_restarts(context: _Context, draft: StatusDraft) -> bool:
@@ -232,6 +260,7 @@ def _restart_jobset(
         event_reason = RESTART_JOBSET_AND_IGNORE_MAX_RESTARTS_ACTION_EVENT
     message = _message(context, base)
     draft = draft.restarted(counts_towards_max=counts_towards_max)
+    draft = dataclasses.replace(draft, restart=_restart(context, draft, whole_jobset=True))
     draft = draft.with_condition(
         NewCondition(
             ConditionType.RESTARTING_JOBSET,
@@ -308,6 +337,7 @@ def _restart_job(
     draft = dataclasses.replace(
         draft, job_restarts=job_restarts, job_restarts_count_towards_max=towards_max
     )
+    draft = dataclasses.replace(draft, restart=_restart(context, draft, whole_jobset=False))
     message = _message(context, base)
     return draft.with_event(Event(WARNING, event_reason, message, after_status=True))
 

@@ -158,6 +158,30 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Restart:
+    """A restart that a Plan's status write records: not a write of its own, but what the
+    controller counts (``jobset_restarts_total``) and times (the restart timeline) once the
+    write has succeeded (docs/behaviour.md#restart-timeline).
+
+    Attributes:
+        action: The failure policy action (``RestartJobSet``, ``RestartJob``, ...).
+        reason: The first failed Job's failure reason ('' when its condition has none).
+        job: The first failed Job's name.
+        failed_at: Its failure condition's ``lastTransitionTime`` ('' when unreadable).
+        whole_jobset: A global restart (``status.restarts`` raised: every Job is recreated),
+            not a per-Job one.
+        attempt: ``status.restarts`` after the write (the attempt the new Jobs belong to).
+    """
+
+    action: str
+    reason: str
+    job: str
+    failed_at: str
+    whole_jobset: bool
+    attempt: int
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything one reconcile pass wants done, applied by the executor in ``WRITE_ORDER``.
 
@@ -187,6 +211,7 @@ class Plan:
         pod_groups_to_create: Gang scheduling: the PodGroup manifests that are missing.
         scheduling_to_patch: Gang scheduling: minCount merge patches (elastic changes).
         scheduling_to_delete: Gang scheduling: the Workload and PodGroups a suspend deletes.
+        restart: The restart the status write records, if any (``Restart``).
     """
 
     jobs_to_create: tuple[Mapping[str, Any], ...] = ()
@@ -205,6 +230,7 @@ class Plan:
     pod_groups_to_create: tuple[Mapping[str, Any], ...] = ()
     scheduling_to_patch: tuple[SchedulingWrite, ...] = ()
     scheduling_to_delete: tuple[SchedulingWrite, ...] = ()
+    restart: Restart | None = None
 
     def __post_init__(self) -> None:
         if self.requeue_after is not None and self.requeue_after < 0:
@@ -213,6 +239,8 @@ class Plan:
             raise ValueError("a Plan cannot both complete and fail the JobSet")
         if (self.completed or self.failed) and self.status is None:
             raise ValueError("completed/failed need the status write that records them")
+        if self.restart is not None and self.status is None:
+            raise ValueError("a restart needs the status write that records it")
         if self.status is None and self.status_resource_version is not None:
             raise ValueError("a status resourceVersion without a status write")
         if self.status is None and any(event.after_status for event in self.events):

@@ -54,6 +54,9 @@ class Snapshot:
             them. ``plan`` simulates a cluster that serves them.
         workload: The JobSet's Workload (controller ownerReference to the JobSet), if any.
         pod_groups: The PodGroups the JobSet controls.
+        failed_pods: The JobSet's pods whose phase is Failed, any attempt's, as the pod cache
+            keeps them (``api.pod_status.end_facts``): what ``first_failure`` names in a
+            restart's or a failure's message. Empty when unknown.
         early_job_conditions: The Configuration's ``earlyJobConditions.enable``: a Job's
             ``FailureTarget``/``SuccessCriteriaMet`` condition counts as ``Failed``/``Complete``
             (``classify``; docs/behaviour.md#early-job-conditions).
@@ -72,6 +75,7 @@ class Snapshot:
     workload: Mapping[str, Any] | None = None
     pod_groups: tuple[Mapping[str, Any], ...] = ()
     early_job_conditions: bool = False
+    failed_pods: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

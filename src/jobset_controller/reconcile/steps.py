@@ -128,6 +128,7 @@ def reconcile(snapshot: Snapshot) -> Plan:
             draft,
             replicas=view.replicas,
             restart_job_gate=snapshot.features.restart_job,
+            failed_pods=snapshot.failed_pods,
         )
         if isinstance(outcome, Blocked):
             return Plan(jobs_to_delete=deletes, events=(outcome.event(),))
@@ -389,6 +390,7 @@ def _plan(
         pod_groups_to_create=() if scheduling is None else scheduling.pod_groups_to_create,
         scheduling_to_patch=() if scheduling is None else scheduling.to_patch,
         scheduling_to_delete=() if scheduling is None else scheduling.to_delete,
+        restart=draft.restart if changed else None,
     )
 
 

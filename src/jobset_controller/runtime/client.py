@@ -415,10 +415,13 @@ class KubeClient:
         propagation: str | None = None,
         uid: str | None = None,
         resource_version: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if propagation:
             options["propagationPolicy"] = propagation
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         preconditions = {
             k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v is not None
         }

@@ -330,6 +330,7 @@ def make_snapshot(
     now: datetime = NOW,
     scheduling_api: bool = True,
     early_job_conditions: bool = False,
+    failed_pods: Sequence[Mapping[str, Any]] = (),
 ) -> Snapshot:
     js = jobset.build() if isinstance(jobset, JobSetBuilder) else jobset
     return Snapshot(
@@ -340,7 +341,49 @@ def make_snapshot(
         features=features or FeatureGates(),
         scheduling_api=scheduling_api,
         early_job_conditions=early_job_conditions,
+        failed_pods=tuple(failed_pods),
     )
+
+
+def make_failed_pod(
+    job: Mapping[str, Any],
+    suffix: str = "abcde",
+    *,
+    node: str = "node-1",
+    exit_code: int | None = 3,
+    container: str = "main",
+    reason: str = "Error",
+    finished_at: str = EARLIER_TEXT,
+    deleting: bool = False,
+    pod_reason: str = "",
+    pod_message: str = "",
+) -> dict[str, Any]:
+    """A failed pod of ``job`` (a ``make_job`` dict) as the pod cache keeps it: a container that
+    exited with ``exit_code`` (None: no container status, e.g. an evicted pod)."""
+    meta = job["metadata"]
+    pod: dict[str, Any] = {
+        "metadata": {
+            "name": f"{meta['name']}-0-{suffix}",
+            "namespace": meta["namespace"],
+            "uid": f"uid-pod-{meta['name']}-{suffix}",
+            "labels": {JOBSET_NAME_KEY: meta["labels"][JOBSET_NAME_KEY]},
+            "ownerReferences": [{"uid": meta["uid"], "controller": True}],
+        },
+        "spec": {"nodeName": node},
+        "status": {"phase": "Failed"},
+    }
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = NOW_TEXT
+    if exit_code is not None:
+        terminated = {"exitCode": exit_code, "reason": reason, "finishedAt": finished_at}
+        pod["status"]["containerStatuses"] = [
+            {"name": container, "state": {"terminated": terminated}}
+        ]
+    if pod_reason:
+        pod["status"]["reason"] = pod_reason
+    if pod_message:
+        pod["status"]["message"] = pod_message
+    return pod
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -465,6 +508,7 @@ class Kit:
         return JobSetBuilder(name, namespace, uid)
 
     job = staticmethod(make_job)
+    failed_pod = staticmethod(make_failed_pod)
     snapshot = staticmethod(make_snapshot)
     apply_plan = staticmethod(apply_plan)
     merge_patch = staticmethod(merge_patch)
@@ -479,6 +523,7 @@ class Kit:
         features: FeatureGates | None = None,
         now: datetime = NOW,
         early_job_conditions: bool = False,
+        failed_pods: Sequence[Mapping[str, Any]] = (),
     ) -> Plan:
         """``reconcile`` of a snapshot built from the arguments."""
         return reconcile(
@@ -489,6 +534,7 @@ class Kit:
                 features=features,
                 now=now,
                 early_job_conditions=early_job_conditions,
+                failed_pods=failed_pods,
             )
         )
 
