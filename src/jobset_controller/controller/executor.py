@@ -72,9 +72,18 @@ T = TypeVar("T")
 
 
 class JobSetMetrics:
-    """Upstream's JobSet counters (names and labels are the contract)."""
+    """Upstream's JobSet counters (names and labels are the contract), and ours: every restart
+    by failure policy action and the first failed Job's failure reason
+    (docs/behaviour.md#restart-timeline)."""
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.restarts = Counter(
+            "jobset_restarts",
+            "Restarts of JobSets (whole or per Job) by failure policy action and by the first "
+            "failed Job's failure reason",
+            ["action", "reason"],
+            registry=registry,
+        )
         self.completed = Counter(
             "jobset_completed",
             "Total number of completed JobSets",
@@ -87,6 +96,16 @@ class JobSetMetrics:
             ["jobset_name", "namespace"],
             registry=registry,
         )
+
+
+def metric_reason(reason: str) -> str:
+    """A Job failure reason as a label value: Kubernetes' CamelCase words pass, anything else
+    (a managed Job's own reason could be any text) is folded into a bounded set."""
+    if not reason:
+        return "Unknown"
+    if len(reason) > 64 or not reason.isascii() or not reason.isalnum():
+        return "Other"
+    return reason
 
 
 def _summary(lines: list[str], sent: int) -> str:
@@ -177,6 +196,10 @@ class Executor:
                 self._metrics.completed.labels(name, namespace).inc()
             if plan.failed:
                 self._metrics.failed.labels(name, namespace).inc()
+            if plan.restart is not None:
+                self._metrics.restarts.labels(
+                    plan.restart.action, metric_reason(plan.restart.reason)
+                ).inc()
         for event in plan.events:
             if event.after_status:
                 self._emit(regarding, event)

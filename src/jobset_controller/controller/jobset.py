@@ -47,10 +47,13 @@ from jobset_controller.controller.expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import JOBSET_PODS
+from jobset_controller.controller.restart_timeline import RestartMetrics, RestartTimeline
 from jobset_controller.controller.scheduling import build_scheduling_informers
 from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
+    NORMAL,
+    RESTART_COMPLETED_EVENT,
     WARNING,
     invalid_jobset_message,
 )
@@ -118,6 +121,7 @@ class JobSetController:
         failed_pods: FailedPods | None = None,
         pods: Informer | None = None,
         scheduling_api: bool = False,
+        restart_metrics: RestartMetrics | None = None,
     ) -> None:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
         affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
@@ -135,6 +139,9 @@ class JobSetController:
         self._defer_children = defer_children
         self._early_job_conditions = early_job_conditions
         self._failed_pods = failed_pods
+        # Every whole-JobSet restart's phases (`restart_timeline`); metrics registered by the
+        # manager's registry, or a private one (tests, tools) when none is given.
+        self.restarts = RestartTimeline(restart_metrics or RestartMetrics(None))
         self.expectations = CreateExpectations(
             lambda namespace, name: f"{namespace}/{name}" in self.jobs.store, enqueue, clock=clock
         )
@@ -244,6 +251,18 @@ class JobSetController:
             return plan  # same mode: the same snapshot gives the same plan
         return reconcile.reconcile(dataclasses.replace(snapshot, pod_webhooks=pod_webhooks))
 
+    def _follow_restart(
+        self, key: str, raw: Mapping[str, Any], snapshot: Snapshot, plan: Plan
+    ) -> None:
+        """After a pass whose writes all succeeded: the restart timeline moves on; a restart
+        that ended gets its RestartCompleted Event."""
+        completed = self.restarts.passed(key, snapshot, plan)
+        if completed is not None:
+            log.info("restart completed", timeline=completed.note)
+            self._recorder.record(
+                ObjectRef.from_object(raw), NORMAL, RESTART_COMPLETED_EVENT, completed.note
+            )
+
     def _cache_is_behind_our_write(self, key: str, raw: dict[str, Any]) -> bool:
         written = self._written.get(key)
         if written is None:
@@ -260,6 +279,7 @@ class JobSetController:
         if raw is None:
             self._written.pop(key, None)
             self.expectations.forget(key)
+            self.restarts.forget(key)
             return None  # deleted: the garbage collector removes the children
         if self._cache_is_behind_our_write(key, raw):
             return None
@@ -297,6 +317,10 @@ class JobSetController:
                         self.expectations.observed(key, name)
             if written is not None and written.isdigit():
                 self._written[key] = int(written)
+            if plan.status is not None and written is None:
+                self.restarts.forget(key)  # deleted while this pass ran
+                return None
+        self._follow_restart(key, raw, snapshot, plan)
         if plan.requeue_after is not None:
             return Result(requeue_after=plan.requeue_after)
         return None

@@ -30,6 +30,7 @@ from jobset_controller.controller.executor import Executor, JobSetMetrics
 from jobset_controller.controller.jobset import FailedPods, JobSetController
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import PodPlacementController
+from jobset_controller.controller.restart_timeline import RestartMetrics
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource, wait_for
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
@@ -228,6 +229,7 @@ def jobset_unit(
         scheduling_api=scheduling_api,
         enqueue=queue.add,
         executor=Executor(wiring.client, recorder, JobSetMetrics(registry)),
+        restart_metrics=RestartMetrics(registry),
         recorder=recorder,
         features=features,
         clock=wiring.clock,

@@ -157,6 +157,36 @@ def resume_waits_for_pod_group_message(pod_groups: str, since: str) -> str:
     )
 
 
+# Normal event (the controller, after the pass that saw it) when a whole-JobSet restart is over:
+# every Job of the new attempt ready. Its note is the restart's timeline (controller.
+# restart_timeline), what `jobset-controller status` shows of past restarts.
+RESTART_COMPLETED_EVENT: Final = "RestartCompleted"
+# The phases a restart's timeline names, in order, with the words its note uses for each.
+RESTART_PHASE_WORDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "detect": "failure seen",
+        "teardown": "old Jobs gone",
+        "create": "new Jobs created",
+        "ready": "all Jobs ready",
+    }
+)
+
+
+def restart_completed_message(
+    *, attempt: int, action: str, job: str, reason: str, took: Mapping[str, float], total: float
+) -> str:
+    """The RestartCompleted note: which restart, why, and each phase's seconds."""
+    cause = f"{action or 'restart'}"
+    if job:
+        cause += f" after {job} failed" + (f" ({reason})" if reason else "")
+    phases = ", ".join(
+        f"{words} +{took[phase]:.1f}s"
+        for phase, words in RESTART_PHASE_WORDS.items()
+        if phase in took
+    )
+    return f"restart {attempt} ({cause}) completed in {total:.1f}s: {phases}"
+
+
 # Warning events of a pass that writes nothing (upstream: a reconcile error, retried).
 INVALID_CHILD_JOB_EVENT: Final = "InvalidChildJob"
 FEATURE_GATE_DISABLED_EVENT: Final = "FeatureGateDisabled"
