@@ -3,8 +3,10 @@ rules query must be in what it scraped, and every one of their expressions must 
 
 The session's controller (tests/e2e/conftest.py) serves /metrics and its webhooks. The test makes
 each metric family have a series: a JobSet that completes and one that fails (the jobset_*
-counters), one admission request straight to the validating webhook (controller_runtime_webhook_*),
-and the reconciles they cause (controller_runtime_*, workqueue_*, rest_client_*). /metrics is
+counters), one that restarts into an attempt whose pod never gets ready (the restart metrics, the
+gauge of a restart in progress included), one admission request straight to the validating
+webhook (controller_runtime_webhook_*), and the reconciles they cause (controller_runtime_*,
+workqueue_*, rest_client_*). /metrics is
 scraped the way a cluster's Prometheus does it: HTTPS with the bearer token of a ServiceAccount
 bound to the metrics-reader role when the endpoint speaks TLS (the secure default), else HTTP.
 """
@@ -31,7 +33,9 @@ from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
+    READY_AFTER_ANNOTATION,
     RUN_DURATION_ANNOTATION,
+    RUN_FOREVER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.polling import scaled
@@ -54,11 +58,50 @@ JOB = "jobset-controller"
 pytestmark = pytest.mark.usefixtures("jobset_controller")
 
 
-def jobset(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+def jobset(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
     workers = replicated_job(
         "w", backoff_limit=0, annotations=annotations, containers=[container("c")]
     )
-    return jobset_manifest(name, replicated_jobs=[workers])
+    return jobset_manifest(name, replicated_jobs=[workers], **spec)
+
+
+def restart_into_an_unready_attempt(cluster: FullCluster, namespace: str) -> None:
+    """A JobSet whose pods get ready only after an hour: its first pod is let get ready and
+    fail, the JobSet restarts, and the new attempt's pod stays unready, so the restart stays in
+    progress (its gauge has a series) while Prometheus scrapes."""
+    held = {RUN_FOREVER_ANNOTATION: "true", READY_AFTER_ANNOTATION: "3600s"}
+    body = jobset("restarting", held, failurePolicy={"maxRestarts": 3})
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    status, reply = cluster.request("POST", path, body)
+    assert status == 201, reply
+    pods = cluster.wait_for(
+        f"/api/v1/namespaces/{namespace}/pods?labelSelector=jobset.sigs.k8s.io%2Fjobset-name"
+        "%3Drestarting",
+        lambda b: len(b.get("items") or ()) == 1,
+        what="the first attempt's pod",
+    )["items"]
+    status, reply = cluster.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{pods[0]['metadata']['name']}",
+        {
+            "metadata": {
+                "annotations": {
+                    READY_AFTER_ANNOTATION: "0s",
+                    RUN_FOREVER_ANNOTATION: "false",
+                    RUN_DURATION_ANNOTATION: "500ms",
+                    FAIL_EXIT_CODE_ANNOTATION: "2",
+                }
+            }
+        },
+        "application/merge-patch+json",
+    )
+    assert status == 200, reply
+    cluster.wait_for(
+        f"{path}/restarting",
+        lambda js: (js.get("status") or {}).get("restarts") == 1,
+        timeout=60,
+        what="restarting restarted",
+    )
 
 
 def speaks_tls(address: str) -> bool:
@@ -170,6 +213,7 @@ def test_prometheus_scrapes_every_metric_the_dashboard_and_rules_query(
         )
         assert status == 201, reply
     admission_request(full_cluster, controller_endpoints.webhook, namespace)
+    restart_into_an_unready_attempt(full_cluster, namespace)
     for name in ("done", "broken"):
         full_cluster.wait_for(
             f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}",
@@ -261,6 +305,11 @@ def check_scrape(scrapes: list[dict[str, Any]], namespace: str, tmp_path: Path) 
         assert prom.query('controller_runtime_reconcile_total{controller="jobset"}')
         assert prom.query(f'jobset_failed_total{{namespace="{namespace}", jobset_name="broken"}}')
         assert prom.query(f'jobset_completed_total{{namespace="{namespace}", jobset_name="done"}}')
+        assert prom.query('jobset_restarts_total{action="RestartJobSet"}')
+        assert prom.query(
+            "jobset_restart_started_timestamp_seconds"
+            f'{{namespace="{namespace}", jobset_name="restarting", phase="ready"}}'
+        )
         assert prom.query(
             f'controller_runtime_webhook_requests_total{{webhook="{VALIDATE_PATH}", code="200"}}'
         )
