@@ -34,6 +34,7 @@ from jobset_controller.tools.status_model import (
     section,
     uid,
 )
+from jobset_controller.tools.status_restarts import restart_lines
 
 LAST_EVENTS: Final = 8
 
@@ -62,6 +63,7 @@ def render(state: JobSetState, *, last_events: int = LAST_EVENTS) -> str:
                 f"    {entry.get('type')}={entry.get('status')}  {entry.get('reason', '')}: "
                 f"{entry.get('message', '')}  ({since})"
             )
+    lines.extend(restart_lines(state))
     lines.extend(_pod_groups(state))
     lines.extend(_replicated_jobs(state))
     lines.extend(_events(state, last_events))

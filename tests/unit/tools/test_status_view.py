@@ -354,3 +354,73 @@ def test_tree_says_when_the_scheduling_api_is_not_served() -> None:
     js = a_jobset(spec={"scheduling": {}})
     text = render(dataclasses.replace(state(js, (), (), ()), scheduling_api=False))
     assert "  PodGroups: none (the API server does not serve scheduling.k8s.io/v1beta1)" in text
+
+
+# --- the restart section (docs/behaviour.md#restart-timeline) ----------------------------------
+
+
+def restarting_jobset(attempt: int = 1, ready: int = 0) -> dict[str, Any]:
+    return a_jobset(
+        status={
+            "restarts": attempt,
+            "conditions": [
+                {
+                    "type": "RestartingJobSet",
+                    "status": "True",
+                    "reason": "DefaultFailurePolicy",
+                    "message": "applying RestartJobSet failure policy action",
+                    "lastTransitionTime": "2026-01-01T11:57:00Z",
+                }
+            ],
+            "replicatedJobsStatus": [
+                {"name": "leader", "ready": ready},
+                {"name": "workers", "ready": 0},
+            ],
+        }
+    )
+
+
+def at_attempt(job: dict[str, Any], attempt: int) -> dict[str, Any]:
+    job["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = str(attempt)
+    return job
+
+
+def test_a_restart_waiting_for_old_pods_names_them_and_how_long_past_their_grace() -> None:
+    stuck = a_pod("leader-0", node="dead-node")
+    stuck["metadata"]["deletionTimestamp"] = "2026-01-01T11:58:00Z"
+    state = JobSetState(
+        restarting_jobset(),
+        (a_job("leader", 0), at_attempt(a_job("workers", 0), 1)),
+        (stuck,),
+        (),
+        NOW,
+    )
+    text = render(state)
+    assert "  Restart 1 in progress for 3m (teardown): 1 of 2 Jobs are the old attempt's\n" in text
+    assert (
+        "    pod leader-0-0-abcde Terminating on node dead-node, 2m past its grace period\n" in text
+    )
+
+
+def test_a_restart_creating_and_then_waiting_for_readiness_says_how_far_it_is() -> None:
+    jobs = (at_attempt(a_job("leader", 0), 1), at_attempt(a_job("workers", 0), 1))
+    creating = render(JobSetState(restarting_jobset(), jobs, (), (), NOW))
+    assert "Restart 1 in progress for 3m (create): 2 of 3 new Jobs created" in creating
+    jobs += (at_attempt(a_job("workers", 1), 1),)
+    readying = render(JobSetState(restarting_jobset(ready=1), jobs, (), (), NOW))
+    assert "Restart 1 in progress for 3m (ready): 1 of 3 Jobs ready" in readying
+
+
+def test_the_last_completed_restart_comes_from_its_event() -> None:
+    done = {
+        "reason": "RestartCompleted",
+        "type": "Normal",
+        "note": "restart 1 (RestartJobSet after js-workers-1 failed) completed in 40.0s: ...",
+        "eventTime": "2026-01-01T10:00:00.000000Z",
+        "regarding": {"kind": "JobSet", "name": "js"},
+    }
+    text = render(JobSetState(a_jobset(), (), (), (done,), NOW))
+    assert (
+        "  Last restart: restart 1 (RestartJobSet after js-workers-1 failed) completed in 40.0s:"
+        " ... (2h ago)\n"
+    ) in text
