@@ -403,11 +403,11 @@ def test_a_restart_waiting_for_old_pods_names_them_and_how_long_past_their_grace
 
 
 def test_a_restart_creating_and_then_waiting_for_readiness_says_how_far_it_is() -> None:
-    jobs = (at_attempt(a_job("leader", 0), 1), at_attempt(a_job("workers", 0), 1))
-    creating = render(JobSetState(restarting_jobset(), jobs, (), (), NOW))
+    jobs = [at_attempt(a_job("leader", 0), 1), at_attempt(a_job("workers", 0), 1)]
+    creating = render(JobSetState(restarting_jobset(), tuple(jobs), (), (), NOW))
     assert "Restart 1 in progress for 3m (create): 2 of 3 new Jobs created" in creating
-    jobs += (at_attempt(a_job("workers", 1), 1),)
-    readying = render(JobSetState(restarting_jobset(ready=1), jobs, (), (), NOW))
+    jobs.append(at_attempt(a_job("workers", 1), 1))
+    readying = render(JobSetState(restarting_jobset(ready=1), tuple(jobs), (), (), NOW))
     assert "Restart 1 in progress for 3m (ready): 1 of 3 Jobs ready" in readying
 
 
