@@ -233,6 +233,46 @@ async def _exercise_pod_placement(kube: KubeClient, namespace: str) -> None:
         await kube.request("DELETE", f"/api/v1/nodes/{node}")
 
 
+async def _exercise_stuck_pod(kube: KubeClient, namespace: str) -> None:
+    """A JobSet pod deleted on a node tainted unreachable never ends here (no kubelet): the
+    pod controller marks it Failed (pods/status patch) and deletes it without grace (pods
+    delete) once it is past twice its grace period (docs/behaviour.md#pods-on-unreachable-nodes).
+    No grant is added for it: the eviction above uses the same verbs."""
+    node = f"dead-{namespace}"
+    taint = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+    await kube.create("/api/v1/nodes", {"metadata": {"name": node}, "spec": {"taints": [taint]}})
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    stuck = {
+        "metadata": {
+            "name": "stuck-w-0-0-x",
+            "labels": {JOB_KEY: "k", "jobset.sigs.k8s.io/jobset-name": "stuck"},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "stuck-w-0",
+                 "uid": "00000000-0000-0000-0000-000000000002", "controller": True}
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }  # fmt: skip
+    try:
+        await kube.create(pods, stuck)
+        await kube.request("DELETE", f"{pods}/stuck-w-0-0-x")
+
+        async def gone() -> bool:
+            try:
+                await kube.get(f"{pods}/stuck-w-0-0-x")
+            except NotFound:
+                return True
+            return False
+
+        await eventually(gone, "pod on the dead node force-deleted", 30, interval=0.2)
+    finally:
+        await kube.request("DELETE", f"/api/v1/nodes/{node}")
+
+
 def _used(events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     used = set()
     for event in events:
@@ -391,6 +431,7 @@ async def test_the_controller_uses_every_shipped_grant_and_nothing_more(
     await eventually(admitted_again, "a JobSet admitted with the new CA", 30, interval=0.2)
 
     await _exercise_pod_placement(kube, namespace)
+    await _exercise_stuck_pod(kube, namespace)
 
     # A claim that already exists: the webhook reads it (it is in the controller's PVC cache)
     # to compare it with the template, and refuses a JobSet that would delete it.

@@ -106,24 +106,27 @@ CLUSTER_GRANTS: Final[tuple[Grant, ...]] = (
         "pods",
         ("create", "delete", "list", "patch", "watch"),
         "exclusive placement: the trimmed pod cache of leader/follower Jobs (controller.pods; "
-        "with the InPlaceRestart gate every JobSet pod, for the in-place pass); "
-        "release a gated follower with its leader's nodeSelector (patch); delete a misplaced "
-        "follower; create only with dryRun=All, probing whether the API server calls the pod "
-        "webhooks (controller.placement_mode)",
+        "also every failed or terminating JobSet pod, and with the InPlaceRestart gate every "
+        "JobSet pod, for the in-place pass); release a gated follower with its leader's "
+        "nodeSelector (patch); delete a misplaced follower, and force-delete a pod stuck "
+        "terminating on an unreachable node; create only with dryRun=All, probing whether the "
+        "API server calls the pod webhooks (controller.placement_mode)",
     ),
     Grant(
         "",
         "pods/status",
         ("patch",),
         "the DisruptionTarget condition (ExclusivePlacementViolation) on a misplaced follower "
-        "before it is deleted (controller.pods)",
+        "before it is deleted, and Failed with DisruptionTarget (DeletionByJobSetController) "
+        "on a pod stuck on an unreachable node before it is force-deleted (controller.pods)",
     ),
     Grant(
         "",
         "nodes",
         ("list", "watch"),
         "exclusive placement: node labels (the leader's topology domain), a trimmed cache read "
-        "by the pod webhooks and the pod controller (controller.pods)",
+        "by the pod webhooks and the pod controller; the unreachable/not-ready taints of a "
+        "node a stuck pod is on (controller.pods)",
     ),
     Grant(
         "scheduling.k8s.io",
