@@ -96,6 +96,20 @@ def _dense(value: object) -> object:
     return value
 
 
+_FIRST_FAILURE = (
+    "deliberate, docs/behaviour.md#restart-timeline: ours continues a restart's or a failure's "
+    "message (condition and Event) with the first failed pod, its node, container and exit "
+    "code, when its pod cache has seen that pod fail (two watches: not every time); upstream's "
+    "text stays the prefix"
+)
+
+
+def _upstream_text_then_the_pod(d: Difference) -> bool:
+    """Ours is upstream's message, then ': <reason>, pod <pod> on node <node>...'."""
+    up, ours = str(d.upstream), str(d.ours)
+    return ours.startswith(up + ": ") and ", pod " in ours[len(up) :]
+
+
 _PATHS_ADDED = (
     "deliberate, docs/api.md#validation: every validation error carries a field path and a "
     "Kubernetes error type where upstream reports InternalError without a path; the message "
@@ -103,6 +117,29 @@ _PATHS_ADDED = (
 )
 
 ALLOWED: tuple[Allowed, ...] = (
+    Allowed(
+        "*",
+        "jobset.status.conditions.*.message",
+        _FIRST_FAILURE,
+        check=_upstream_text_then_the_pod,
+        always=False,
+    ),
+    Allowed(
+        "*",
+        "events[*(first failed job: *): *, pod * on node *]",
+        _FIRST_FAILURE,
+        upstream=ABSENT,
+        ours="emitted",
+        always=False,
+    ),
+    Allowed(
+        "*",
+        "events[*(first failed job: *)*]",
+        _FIRST_FAILURE + " (ours' Event is the one with the pod)",
+        upstream="emitted",
+        ours=ABSENT,
+        always=False,
+    ),
     Allowed(
         "*",
         "jobs.*.spec.template.metadata.labels.jobset.sigs.k8s.io/exclusive-placement",
