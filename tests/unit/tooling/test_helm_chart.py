@@ -222,3 +222,24 @@ def test_the_charts_version_and_app_version_are_the_packages() -> None:
 
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert (chart["version"], chart["appVersion"]) == (__version__, __version__)
+
+
+def test_recovery_options_are_rendered_into_a_configuration_the_controller_reads() -> None:
+    from jobset_controller.config import parse_configuration
+
+    default = parse_configuration(_config(_helm_template()))
+    assert default.early_job_conditions.enable is False
+    assert default.unreachable_node_pods.force_delete is True
+    assert default.unreachable_node_pods.force_delete_after is None
+    custom = parse_configuration(
+        _config(
+            _helm_template(
+                "controller.earlyJobConditions.enable=true",
+                "controller.unreachableNodePods.forceDelete=false",
+                "controller.unreachableNodePods.forceDeleteAfter=5m",
+            )
+        )
+    )
+    assert custom.early_job_conditions.enable is True
+    assert custom.unreachable_node_pods.force_delete is False
+    assert custom.unreachable_node_pods.force_delete_after == 300.0
