@@ -47,6 +47,17 @@ if complete "$bin_dir"; then
   exit 0
 fi
 
+# One build at a time: two test runs (or a test and a bench) that both find the cache empty
+# would otherwise build into the same directory, and the first to finish removed the build tree
+# the second was compiling in. The second waits here, then finds the first one's result.
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.upstream-jobset-$UPSTREAM_VERSION.lock"
+flock 9
+if complete "$bin_dir"; then
+  echo "$bin_dir"
+  exit 0
+fi
+
 if ! command -v go >/dev/null 2>&1; then
   log "Go is not installed, and it is needed once to build $MODULE $UPSTREAM_VERSION."
   log "Install Go >= 1.26, or point JOBSET_UPSTREAM_BIN at a directory with a prebuilt one."
