@@ -169,10 +169,11 @@ def test_a_global_restart_resets_start_time(kit: Kit, action: str) -> None:
     assert plan.requeue_after == 3600.0
 
 
-def test_restarting_one_job_leaves_start_time(kit: Kit) -> None:
+@pytest.mark.parametrize("action", ["RestartJob", "RestartJobAndIgnoreMaxRestarts"])
+def test_restarting_one_job_leaves_start_time(kit: Kit, action: str) -> None:
     gates = dataclasses.replace(DEADLINE, restart_job=True)
     builder = started(kit, workers(kit).active_deadline(3600))
-    builder.failure_policy({"name": "one", "action": "RestartJob"}, max_restarts=3)
+    builder.failure_policy({"name": "one", "action": action}, max_restarts=3)
     jobs = (kit.job("w", 0, state="failed"), kit.job("w", 1))
     plan = kit.reconcile(builder, *jobs, service=kit.service(), features=gates)
     status = status_of(plan)
