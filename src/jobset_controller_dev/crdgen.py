@@ -452,6 +452,13 @@ def _status_schema() -> Schema:
             },
             "restarts": _int32("Number of times the whole JobSet was restarted."),
             "restartsCountTowardsMax": _int32("Restarts that count towards maxRestarts."),
+            "startTime": {
+                "description": "When the current run started: set when the JobSet runs, removed "
+                "while it is suspended, reset by a global restart (JobSetActiveDeadlineSeconds "
+                "gate).",
+                "type": "string",
+                "format": "date-time",
+            },
             "terminalState": _string("Final state of the JobSet: Completed or Failed."),
         },
     }
@@ -464,6 +471,13 @@ def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
         "description": "The desired state of the JobSet.",
         "type": "object",
         "properties": {
+            "activeDeadlineSeconds": {
+                "description": "Fail the JobSet once it has run this many seconds since "
+                "status.startTime (JobSetActiveDeadlineSeconds gate); may be changed at any time.",
+                "type": "integer",
+                "format": "int64",
+                "minimum": 1,
+            },
             "coordinator": {
                 "description": "A pod whose stable network endpoint is written into every Job "
                 "and pod as the jobset.sigs.k8s.io/coordinator label and annotation.",

@@ -104,6 +104,9 @@ def cases() -> list[Case]:
         Case("claim-not-mounted",
              base("a20", volumeClaimPolicies=[{"templates": [claim]}])),
         Case("ttl-negative", base("a21", ttlSecondsAfterFinished=-1)),
+        # KEP-1186, ahead of upstream: v0.12.0's CRD has no activeDeadlineSeconds (pruned there)
+        Case("active-deadline-zero", base("a22", activeDeadlineSeconds=0)),
+        Case("active-deadline-kept", base("a23", activeDeadlineSeconds=30)),
         # --- updates of a valid JobSet, created suspended ------------------------------------
         Case("update-replicas", base("u1", suspend=True),
              _set(["spec", "replicatedJobs", 1, "replicas"], 3)),

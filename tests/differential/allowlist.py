@@ -205,6 +205,21 @@ ALLOWED: tuple[Allowed, ...] = (
         "(minimum 0); upstream v0.12's CRD admits it",
     ),
     Allowed(
+        "admission-active-deadline-zero/*",
+        "*",
+        "deliberate, docs/api.md#validation: our CRD has spec.activeDeadlineSeconds (KEP-1186, "
+        "ahead of upstream) with minimum 1 and refuses 0; upstream v0.12's CRD lacks the field "
+        "and prunes it, so any value passes",
+    ),
+    Allowed(
+        "admission-active-deadline-kept/*",
+        "spec.activeDeadlineSeconds",
+        "the same (see above): our CRD keeps spec.activeDeadlineSeconds, whatever the gate; "
+        "upstream v0.12's prunes it",
+        upstream=ABSENT,
+        ours="30",
+    ),
+    Allowed(
         "admission-rule-pattern-invalid/*",
         "*",
         "deliberate, docs/reconcile.md#behaviour-details: validation refuses an "

@@ -12,9 +12,10 @@ fails these tests with a 403 instead of passing under an admin identity.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -97,11 +98,25 @@ async def controller(
     """The JobSet controller running in this test's event loop (no leader election), as the
     shipped ServiceAccount, with the default internal certificate management: its Secret in the
     account's namespace, its webhook server on a free loopback port, certificates under tmp."""
+    async with running_controller(controller_account, tmp_path) as manager:
+        yield manager
+
+
+@contextlib.asynccontextmanager
+async def running_controller(
+    controller_account: tuple[str, Path],
+    tmp_path: Path,
+    *,
+    feature_gates: Mapping[str, bool] | None = None,
+) -> AsyncIterator[Manager]:
+    """The controller of the ``controller`` fixture, with the Configuration's ``featureGates``
+    (upstream's gate names) for a module that needs gates on; stopped on exit."""
     home, kubeconfig = controller_account
     config = parse_configuration(
         {
             "leaderElection": {"resourceNamespace": home},
             "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path / "webhook")},
+            **({"featureGates": dict(feature_gates)} if feature_gates else {}),
         }
     )
     options = ManagerOptions(

@@ -289,6 +289,11 @@ def mutations() -> dict[str, Callable[[dict[str, Any]], None]]:
         "backoff-limit-string": sets(((*JOB0, "backoffLimit"), "6")),
         "ttl-negative": sets((("spec", "ttlSecondsAfterFinished"), -1)),
         "ttl-string": sets((("spec", "ttlSecondsAfterFinished"), "10")),
+        "active-deadline-zero": sets((("spec", "activeDeadlineSeconds"), 0)),
+        "active-deadline-negative": sets((("spec", "activeDeadlineSeconds"), -1)),
+        "active-deadline-one": sets((("spec", "activeDeadlineSeconds"), 1)),
+        "active-deadline-int64-max": sets((("spec", "activeDeadlineSeconds"), 2**63 - 1)),
+        "active-deadline-string": sets((("spec", "activeDeadlineSeconds"), "10")),
         "max-restarts-negative": sets((("spec", "failurePolicy", "maxRestarts"), -1)),
         # enums and booleans
         "success-operator-bad": sets((("spec", "successPolicy"), {"operator": "Some"})),

@@ -22,6 +22,7 @@ _GATE_ATTRIBUTES: Mapping[str, str] = {
     "ExecutionAttemptsTracking": "execution_attempts_tracking",
     "MutablePodResourcesForSuspendedJobSets": "mutable_pod_resources_for_suspended_job_sets",
     "JobSetWorkloadAwareSchedulingAPI": "workload_aware_scheduling",
+    "JobSetActiveDeadlineSeconds": "active_deadline_seconds",
 }
 
 # GA gates cannot be switched off any more (value they are locked to).
@@ -48,6 +49,11 @@ class FeatureGates:
             PodGroups (scheduling.k8s.io/v1beta1, Kubernetes >= 1.37) and links the pods to
             them. Off: a JobSet setting ``spec.scheduling`` is rejected at admission and no
             Workload or PodGroup is ever created (docs/behaviour.md#gang-scheduling).
+        active_deadline_seconds: Alpha (KEP-1186, gate ``JobSetActiveDeadlineSeconds``; ahead of
+            upstream). The controller keeps ``status.startTime`` and fails a JobSet running longer
+            than ``spec.activeDeadlineSeconds``. Off: the field is kept in the spec but never
+            enforced, and ``status.startTime`` is neither set nor changed
+            (docs/behaviour.md#active-deadline).
     """
 
     in_place_restart: bool = False
@@ -57,6 +63,7 @@ class FeatureGates:
     execution_attempts_tracking: bool = False
     mutable_pod_resources_for_suspended_job_sets: bool = False
     workload_aware_scheduling: bool = False
+    active_deadline_seconds: bool = False
 
     def __post_init__(self) -> None:
         for gate, locked_value in _LOCKED_GATES.items():

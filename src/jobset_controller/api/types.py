@@ -351,6 +351,8 @@ class JobSetSpec(WireModel):
     coordinator: Coordinator | None = None
     managed_by: str | None = None
     ttl_seconds_after_finished: StrictInt | None = Field(default=None, ge=0)
+    # KEP-1186 (gate JobSetActiveDeadlineSeconds); kept, not enforced, with the gate off.
+    active_deadline_seconds: StrictInt | None = Field(default=None, ge=1)
     volume_claim_policies: list[VolumeClaimPolicy] = Field(default_factory=list, max_length=50)
     scheduling: JobSetScheduling | None = None
 
@@ -393,6 +395,8 @@ class JobSetStatus(WireModel):
     previous_in_place_restart_attempt: StrictInt | None = Field(default=None, ge=0)
     current_in_place_restart_attempt: StrictInt | None = Field(default=None, ge=0)
     execution_attempts: StrictInt | None = Field(default=None, ge=0)
+    # RFC 3339; written only with the JobSetActiveDeadlineSeconds gate (reconcile.active_deadline).
+    start_time: str | None = None
 
 
 class JobSet(WireModel):

@@ -20,7 +20,9 @@ ONE status write; then the events tied to it; then (TTL) the JobSet delete.
   retried blindly. A 404 means the JobSet was deleted during the pass: the pass ends there, with
   no counter, no after-status event and no error.
 - `jobset_completed_total` / `jobset_failed_total` count only after a successful status write that
-  made the transition, so a conflict and retry cannot count twice (upstream can).
+  made the transition, so a conflict and retry cannot count twice (upstream can);
+  `jobset_active_deadline_exceeded_total` (KEP-1186) counts the same way, beside
+  `jobset_failed_total`, when that failure is the active deadline's.
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ T = TypeVar("T")
 
 
 class JobSetMetrics:
-    """Upstream's JobSet counters (names and labels are the contract), and ours: every restart
-    by failure policy action and the first failed Job's failure reason
+    """Upstream's JobSet counters (names and labels are the contract), KEP-1186's, and ours:
+    every restart by failure policy action and the first failed Job's failure reason
     (docs/behaviour.md#restart-timeline)."""
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
@@ -93,6 +95,13 @@ class JobSetMetrics:
         self.failed = Counter(
             "jobset_failed",
             "Total number of failed JobSets",
+            ["jobset_name", "namespace"],
+            registry=registry,
+        )
+        # The name and labels of KEP-1186 (gate JobSetActiveDeadlineSeconds).
+        self.deadline_exceeded = Counter(
+            "jobset_active_deadline_exceeded",
+            "Total number of JobSets failed because their active deadline passed",
             ["jobset_name", "namespace"],
             registry=registry,
         )
@@ -200,6 +209,8 @@ class Executor:
                 self._metrics.restarts.labels(
                     plan.restart.action, metric_reason(plan.restart.reason)
                 ).inc()
+            if plan.deadline_exceeded:
+                self._metrics.deadline_exceeded.labels(name, namespace).inc()
         for event in plan.events:
             if event.after_status:
                 self._emit(regarding, event)

@@ -47,8 +47,11 @@ behaviour is docs/behaviour.md#reconcile-order):
 3. A finished JobSet only deletes its active Jobs and applies its TTL (``ttl``); a JobSet that
    must not run fails (``rejection``).
 4. A running one deletes its previous attempt's Jobs, starts counting execution attempts
-   (``execution_attempts``, gate ExecutionAttemptsTracking), marks JobsReady, then lets the
-   failure policy (``failure_policy``) win over the success policy (``success_policy``).
+   (``execution_attempts``, gate ExecutionAttemptsTracking), marks JobsReady, keeps
+   ``startTime`` and checks the active deadline (``active_deadline``, gate
+   JobSetActiveDeadlineSeconds: once passed, the success policy completes the JobSet or it
+   fails, and the failure policy is not consulted), then lets the failure policy
+   (``failure_policy``) win over the success policy (``success_policy``).
 5. Otherwise it ensures, in one Plan: the headless Service (``service``), PVCs (``volumes``),
    elastic sizes (``elastic``), the missing Jobs (``job_creation`` with ``depends_on`` and
    ``startup_order``; a resume counts its execution attempt) and suspension or resume

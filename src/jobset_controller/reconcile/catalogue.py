@@ -36,6 +36,17 @@ FAIL_JOBSET_ACTION_MESSAGE: Final = "applying FailJobSet failure policy action"
 REACHED_MAX_RESTARTS_REASON: Final = "ReachedMaxRestarts"
 REACHED_MAX_RESTARTS_MESSAGE: Final = "jobset failed due to reaching max number of restarts"
 
+# Failed=True when spec.activeDeadlineSeconds has passed since status.startTime (KEP-1186, gate
+# JobSetActiveDeadlineSeconds). Ahead of upstream: the words of its open pull request, the same
+# reason a batch/v1 Job fails with, so one alert rule matches both.
+DEADLINE_EXCEEDED_REASON: Final = "DeadlineExceeded"
+
+
+def deadline_exceeded_message(seconds: int) -> str:
+    """The Failed message of a JobSet whose active deadline of ``seconds`` passed."""
+    return f"JobSet was active for longer than the specified deadline of {seconds} seconds"
+
+
 SUSPENDED_JOBS_REASON: Final = "SuspendedJobs"
 SUSPENDED_JOBS_MESSAGE: Final = "jobset is suspended"
 RESUME_JOBS_REASON: Final = "ResumeJobs"

@@ -78,6 +78,10 @@ class StatusDraft:
         execution_attempts: ExecutionAttemptsTracking gate: ``status.executionAttempts`` (None:
             not counted yet, or the gate is off and the stored value is left alone).
         restart: The restart the failure policy decided in this pass, if any (``Plan.restart``).
+        track_start_time: JobSetActiveDeadlineSeconds gate: this controller keeps
+            ``status.startTime`` (False: the stored value is neither read nor changed).
+        start_time: With ``track_start_time``, ``status.startTime`` as it will be written (None:
+            removed); ``active_deadline`` decides it.
     """
 
     conditions: Conditions
@@ -91,6 +95,8 @@ class StatusDraft:
     events: tuple[Event, ...] = ()
     execution_attempts: int | None = None
     restart: Restart | None = None
+    track_start_time: bool = False
+    start_time: str | None = None
 
     @classmethod
     def start(
@@ -101,13 +107,15 @@ class StatusDraft:
         now: str,
         carry_job_restarts: bool,
         track_execution_attempts: bool = False,
+        track_start_time: bool = False,
     ) -> "StatusDraft":
         """The draft a pass starts from: the stored status with this pass's counts.
 
         ``carry_job_restarts`` (the RestartJob gate) keeps the per-index restart arrays; without
         the gate they are dropped, as upstream drops them. ``track_execution_attempts`` (the
         ExecutionAttemptsTracking gate) reads ``executionAttempts``; without it the draft holds
-        None and the stored value is neither read nor changed.
+        None and the stored value is neither read nor changed. ``track_start_time`` (the
+        JobSetActiveDeadlineSeconds gate) reads ``startTime`` the same way.
         """
         job_restarts: dict[str, IndexCounts] = {}
         towards_max: dict[str, IndexCounts] = {}
@@ -129,6 +137,8 @@ class StatusDraft:
             job_restarts_count_towards_max=towards_max,
             now=now,
             execution_attempts=status.execution_attempts if track_execution_attempts else None,
+            track_start_time=track_start_time,
+            start_time=status.start_time if track_start_time else None,
         )
 
     def with_condition(self, new: NewCondition) -> "StatusDraft":
@@ -140,13 +150,15 @@ class StatusDraft:
         return dataclasses.replace(self, conditions=conditions, events=(*self.events, event))
 
     def restarted(self, *, counts_towards_max: bool) -> "StatusDraft":
-        """One more global restart: a new run, so one more execution attempt when counted."""
+        """One more global restart: a new run, so one more execution attempt when counted, and
+        (when tracked) a new ``startTime``: the active deadline counts from the restart."""
         attempts = self.execution_attempts
         return dataclasses.replace(
             self,
             restarts=self.restarts + 1,
             restarts_count_towards_max=self.restarts_count_towards_max + int(counts_towards_max),
             execution_attempts=None if attempts is None else attempts + 1,
+            start_time=self.now if self.track_start_time else self.start_time,
         )
 
     def with_event(self, event: Event) -> "StatusDraft":

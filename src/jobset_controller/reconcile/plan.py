@@ -207,6 +207,9 @@ class Plan:
         completed: The status write makes the JobSet Completed for the first time (the executor
             then counts ``jobset_completed_total`` once, after a successful write).
         failed: The same for Failed and ``jobset_failed_total``.
+        deadline_exceeded: That Failed is the active deadline's (reason DeadlineExceeded): the
+            executor also counts ``jobset_active_deadline_exceeded_total`` once. Implies
+            ``failed``.
         workload_to_create: Gang scheduling: the JobSet's Workload manifest, when it is missing.
         pod_groups_to_create: Gang scheduling: the PodGroup manifests that are missing.
         scheduling_to_patch: Gang scheduling: minCount merge patches (elastic changes).
@@ -226,6 +229,7 @@ class Plan:
     delete_jobset: bool = False
     completed: bool = False
     failed: bool = False
+    deadline_exceeded: bool = False
     workload_to_create: Mapping[str, Any] | None = None
     pod_groups_to_create: tuple[Mapping[str, Any], ...] = ()
     scheduling_to_patch: tuple[SchedulingWrite, ...] = ()
@@ -241,6 +245,8 @@ class Plan:
             raise ValueError("completed/failed need the status write that records them")
         if self.restart is not None and self.status is None:
             raise ValueError("a restart needs the status write that records it")
+        if self.deadline_exceeded and not self.failed:
+            raise ValueError("deadline_exceeded is counted with the failure that records it")
         if self.status is None and self.status_resource_version is not None:
             raise ValueError("a status resourceVersion without a status write")
         if self.status is None and any(event.after_status for event in self.events):

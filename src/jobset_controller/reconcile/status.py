@@ -7,7 +7,8 @@ client's, or the in-place restart attempts) survive. ``restarts`` is always writ
 ``restartsCountTowardsMax``, ``terminalState``, ``conditions`` and ``replicatedJobsStatus`` are
 left out when zero or empty, as Go's ``omitempty`` leaves them out. ``jobRestarts`` arrays appear
 only with the RestartJob gate; ``executionAttempts`` (a pointer upstream: 0 is written) only with
-the ExecutionAttemptsTracking gate.
+the ExecutionAttemptsTracking gate; ``startTime`` is written or removed only with the
+JobSetActiveDeadlineSeconds gate (without it a stored value stays as it is).
 
 ``replicatedJobsStatus`` is written in upstream's order: by name, descending (``[node, launcher]``),
 not in spec order. Upstream builds the list from a map, then its equality check sorts the stored
@@ -45,6 +46,8 @@ def render_status(
     out["restarts"] = draft.restarts
     if draft.execution_attempts is not None:
         out["executionAttempts"] = draft.execution_attempts
+    if draft.track_start_time:
+        _set_or_drop(out, "startTime", draft.start_time or "")
     _set_or_drop(out, "restartsCountTowardsMax", draft.restarts_count_towards_max)
     _set_or_drop(out, "terminalState", draft.terminal_state)
     _set_or_drop(out, "conditions", [dict(condition) for condition in draft.conditions])

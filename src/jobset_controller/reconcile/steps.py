@@ -8,19 +8,27 @@
     6. rejected (invalid JobSet, InPlaceRestart with its gate off, no replicatedJobs) -> Failed
     7. delete the previous attempt's Jobs; count the execution attempt (its gate)
     8. all Jobs ready                -> RestartingJobSet=False (JobsReady)
-    9. any failed Job                -> failure policy; stop
-   10. enough succeeded Jobs         -> Completed; stop
-   11. headless Service; 12. PVCs; 13. elastic sizes; 14. missing Jobs; 15. suspend or resume
-       (deferredChildren: a suspended JobSet that never ran gets only 12 and its status; gang
-       scheduling: 14 and 15 wait while an old PodGroup of the JobSet is Terminating, and a
+    9. JobSetActiveDeadlineSeconds gate: ``startTime`` set to now when running without one,
+       removed while suspended (``active_deadline``)
+   10. active deadline passed        -> Completed when the success policy is met, else Failed
+       (DeadlineExceeded) with the active Jobs deleted in the same Plan; stop. The failure
+       policy is not consulted: an expired JobSet is never restarted.
+   11. any failed Job                -> failure policy; stop
+   12. enough succeeded Jobs         -> Completed; stop
+   13. headless Service; 14. PVCs; 15. elastic sizes; 16. missing Jobs; 17. suspend or resume
+       (deferredChildren: a suspended JobSet that never ran gets only 14 and its status; gang
+       scheduling: 16 and 17 wait while an old PodGroup of the JobSet is Terminating, and a
        resume deletes the suspended Jobs linked to a PodGroup the spec no longer gives them)
-   16. InPlaceRestart strategy with its gate: the in-place barrier's status fields
+   18. InPlaceRestart strategy with its gate: the in-place barrier's status fields
        (``in_place_restart``), or Failed ReachedMaxRestarts
-   17. the status, when it changed, with its events
+   19. the status, when it changed, with its events
 
 Failure wins over success within a pass: a pass that sees a failed Job never completes the
-JobSet. The steps after 10 all contribute to one Plan; when two of them patch the same Job
-(elastic and resume), their patches are merged into one.
+JobSet. Only a passed deadline comes between them (success, then the deadline, then failure).
+While a deadline runs, every Plan of a running JobSet after step 10 asks to be requeued when it
+passes at the latest (a hung JobSet's Jobs send no events). The steps after 12 all contribute to
+one Plan; when two of them patch the same Job (elastic and resume), their patches are merged
+into one.
 """
 
 import dataclasses
@@ -28,6 +36,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from jobset_controller.api import ConditionType, FieldError, default_jobset
+from jobset_controller.reconcile.active_deadline import (
+    Deadline,
+    deadline_of,
+    fail_for_deadline,
+    keep_start_time,
+    wake_for_deadline,
+)
 from jobset_controller.reconcile.catalogue import (
     INVALID_CHILD_JOB_EVENT,
     JOBS_READY_MESSAGE,
@@ -108,6 +123,7 @@ def reconcile(snapshot: Snapshot) -> Plan:
         now=format_time(snapshot.now),
         carry_job_restarts=snapshot.features.restart_job,
         track_execution_attempts=snapshot.features.execution_attempts_tracking,
+        track_start_time=snapshot.features.active_deadline_seconds,
     )
     if is_finished(draft.conditions):
         return _finished(snapshot, view, draft)
@@ -121,6 +137,10 @@ def reconcile(snapshot: Snapshot) -> Plan:
     deletes, deletes_cut = _deletes(view.children.previous)
     draft = start_counting(view, draft)
     draft = _mark_jobs_ready(view, draft)
+    draft = keep_start_time(view, draft)
+    deadline = deadline_of(view, draft)
+    if deadline.expired:
+        return _deadline_passed(snapshot, view, draft, deadline, deletes)
     if view.children.failed:
         outcome = execute_failure_policy(
             js.spec.failure_policy,
@@ -131,11 +151,18 @@ def reconcile(snapshot: Snapshot) -> Plan:
             failed_pods=snapshot.failed_pods,
         )
         if isinstance(outcome, Blocked):
-            return Plan(jobs_to_delete=deletes, events=(outcome.event(),))
-        return _plan(snapshot, outcome, jobs_to_delete=deletes)
-    if view.children.succeeded and success_policy_is_met(
-        js.spec.success_policy, js.spec.replicated_jobs, view.children.succeeded
-    ):
+            return Plan(
+                jobs_to_delete=deletes,
+                events=(outcome.event(),),
+                requeue_after=wake_for_deadline(view, draft),
+            )
+        return _plan(
+            snapshot,
+            outcome,
+            jobs_to_delete=deletes,
+            requeue_after=wake_for_deadline(view, outcome),
+        )
+    if _success_is_met(view):
         return _plan(snapshot, complete_jobset(draft), jobs_to_delete=deletes)
     return _run(snapshot, view, draft, deletes, deletes_cut)
 
@@ -186,6 +213,37 @@ def _finished(snapshot: Snapshot, view: JobSetView, draft: StatusDraft) -> Plan:
     )
 
 
+def _success_is_met(view: JobSetView) -> bool:
+    """Steps 10 and 12: the success policy is met by the current attempt's succeeded Jobs."""
+    js = view.jobset
+    return bool(view.children.succeeded) and success_policy_is_met(
+        js.spec.success_policy, js.spec.replicated_jobs, view.children.succeeded
+    )
+
+
+def _deadline_passed(
+    snapshot: Snapshot,
+    view: JobSetView,
+    draft: StatusDraft,
+    deadline: Deadline,
+    deletes: tuple[JobDelete, ...],
+) -> Plan:
+    """Step 10: the active deadline passed. A met success policy still completes the JobSet;
+    otherwise it fails, and the same Plan deletes its active Jobs (after the previous attempt's,
+    within the bound of a pass: the finished JobSet's next pass deletes what is left)."""
+    if _success_is_met(view):
+        return _plan(snapshot, complete_jobset(draft), jobs_to_delete=deletes)
+    active, cut = _deletes(view.children.active)
+    room = MAX_JOB_DELETES_PER_PASS - len(deletes)
+    return _plan(
+        snapshot,
+        fail_for_deadline(draft, deadline),
+        jobs_to_delete=(*deletes, *active[:room]),
+        requeue_after=CONTINUE_AFTER_SECONDS if cut or len(active) > room else None,
+        deadline_exceeded=True,
+    )
+
+
 def _mark_jobs_ready(view: JobSetView, draft: StatusDraft) -> StatusDraft:
     """Step 8: every Job ready or succeeded ends a restart (only shows if one was recorded)."""
     if view.suspended:
@@ -203,7 +261,7 @@ def _run(
     deletes: tuple[JobDelete, ...],
     deletes_cut: bool,
 ) -> Plan:
-    """Steps 11-16 of a running JobSet."""
+    """Steps 13-18 of a running JobSet."""
     js = view.jobset
     if children_are_deferred(snapshot, view):
         # Suspended and never ran, with deferredChildren on: the status of suspended Jobs, but
@@ -249,7 +307,9 @@ def _run(
         jobs_to_patch=tuple(patch for patch in patches if patch.name not in stale),
         service_to_create=service_to_create(js, snapshot.service),
         pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
-        requeue_after=CONTINUE_AFTER_SECONDS if cut else None,
+        requeue_after=wake_for_deadline(
+            view, in_place.draft, CONTINUE_AFTER_SECONDS if cut else None
+        ),
     )
 
 
@@ -263,7 +323,7 @@ def _held(
     scheduling: SchedulingOutcome,
     hold: ResumeHold,
 ) -> Plan:
-    """Steps 11-15 while an old PodGroup of the JobSet is Terminating: no Job is created or
+    """Steps 13-17 while an old PodGroup of the JobSet is Terminating: no Job is created or
     resumed (its pods would name the old object and keep it Terminating while they run), nor
     is the resume counted or marked (the pass that resumes does both); the rest goes on."""
     js = view.jobset
@@ -279,7 +339,7 @@ def _held(
         jobs_to_patch=_merged_patches(view.children.active, elastic, ()),
         service_to_create=service_to_create(js, snapshot.service),
         pvcs_to_create=_missing(pvc_manifests(js), snapshot.existing_pvcs),
-        requeue_after=requeue,
+        requeue_after=wake_for_deadline(view, draft, requeue),
     )
 
 
@@ -363,14 +423,18 @@ def _plan(
     status_fields: Mapping[str, Any] | None = None,
     extra_events: tuple[Event, ...] = (),
     scheduling: SchedulingOutcome | None = None,
+    deadline_exceeded: bool = False,
 ) -> Plan:
-    """Step 17: the Plan, with the status only when it changed (and then its events);
-    ``status_fields`` are set over the rendered status, ``extra_events`` are emitted at once."""
+    """Step 19: the Plan, with the status only when it changed (and then its events);
+    ``status_fields`` are set over the rendered status, ``extra_events`` are emitted at once.
+    ``deadline_exceeded``: the draft fails the JobSet for its active deadline (counted only by
+    the write that makes it Failed)."""
     old = snapshot.jobset.to_dict().get("status") or {}
     new = render_status(old, draft, job_restarts_gate=snapshot.features.restart_job)
     new.update(status_fields or {})
     changed = not same_status(old, new)
     old_conditions = tuple(old.get("conditions") or ())
+    failed = changed and _became(ConditionType.FAILED, old_conditions, draft)
     return Plan(
         jobs_to_create=jobs_to_create,
         jobs_to_delete=jobs_to_delete,
@@ -385,7 +449,8 @@ def _plan(
         requeue_after=requeue_after,
         delete_jobset=delete_jobset,
         completed=changed and _became(ConditionType.COMPLETED, old_conditions, draft),
-        failed=changed and _became(ConditionType.FAILED, old_conditions, draft),
+        failed=failed,
+        deadline_exceeded=deadline_exceeded and failed,
         workload_to_create=None if scheduling is None else scheduling.workload_to_create,
         pod_groups_to_create=() if scheduling is None else scheduling.pod_groups_to_create,
         scheduling_to_patch=() if scheduling is None else scheduling.to_patch,

@@ -17,6 +17,7 @@ def test_defaults_match_the_gate_table() -> None:
     assert gates.tls_options is True
     assert gates.execution_attempts_tracking is False
     assert gates.mutable_pod_resources_for_suspended_job_sets is False
+    assert gates.active_deadline_seconds is False
 
 
 @pytest.mark.parametrize(
@@ -40,6 +41,11 @@ def test_defaults_match_the_gate_table() -> None:
             {"MutablePodResourcesForSuspendedJobSets": True},
             FeatureGates(mutable_pod_resources_for_suspended_job_sets=True),
             id="MutablePodResourcesForSuspendedJobSets",
+        ),
+        pytest.param(
+            {"JobSetActiveDeadlineSeconds": True},
+            FeatureGates(active_deadline_seconds=True),
+            id="JobSetActiveDeadlineSeconds",
         ),
         pytest.param(
             {"RestartJob": True, "ElasticJobSet": False},

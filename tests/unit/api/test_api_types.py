@@ -50,6 +50,7 @@ WIRE_NAMES: list[tuple[type[BaseModel], str, str]] = [
     (JobSetSpec, "coordinator", "coordinator"),
     (JobSetSpec, "managed_by", "managedBy"),
     (JobSetSpec, "ttl_seconds_after_finished", "ttlSecondsAfterFinished"),
+    (JobSetSpec, "active_deadline_seconds", "activeDeadlineSeconds"),
     (JobSetSpec, "volume_claim_policies", "volumeClaimPolicies"),
     (ReplicatedJob, "name", "name"),
     (ReplicatedJob, "group_name", "groupName"),
@@ -86,6 +87,7 @@ WIRE_NAMES: list[tuple[type[BaseModel], str, str]] = [
     (JobSetStatus, "previous_in_place_restart_attempt", "previousInPlaceRestartAttempt"),
     (JobSetStatus, "current_in_place_restart_attempt", "currentInPlaceRestartAttempt"),
     (JobSetStatus, "execution_attempts", "executionAttempts"),
+    (JobSetStatus, "start_time", "startTime"),
     (ReplicatedJobStatus, "job_restarts", "jobRestarts"),
     (ReplicatedJobStatus, "job_restarts_count_towards_max", "jobRestartsCountTowardsMax"),
     (Condition, "observed_generation", "observedGeneration"),
@@ -199,6 +201,8 @@ def test_assignment_marks_the_field_set_and_is_validated() -> None:
             ReplicatedJob, {"name": "w", "template": {}, "replicas": -1}, id="replicas minimum 0"
         ),
         pytest.param(JobSetSpec, {"ttlSecondsAfterFinished": -1}, id="ttl minimum 0"),
+        pytest.param(JobSetSpec, {"activeDeadlineSeconds": 0}, id="active deadline minimum 1"),
+        pytest.param(JobSetSpec, {"activeDeadlineSeconds": -1}, id="active deadline negative"),
         pytest.param(
             ReplicatedJob,
             {
@@ -428,6 +432,7 @@ def test_random_unknown_keys_at_random_depths_round_trip(
         (("spec", "suspend"), "yes"),
         (("spec", "suspend"), 1),
         (("spec", "ttlSecondsAfterFinished"), "60"),
+        (("spec", "activeDeadlineSeconds"), "60"),
         (("spec", "replicatedJobs", 0, "replicas"), "3"),
         (("spec", "replicatedJobs", 0, "replicas"), True),
         (("spec", "replicatedJobs", 0, "template", "spec", "parallelism"), "2"),
@@ -436,6 +441,7 @@ def test_random_unknown_keys_at_random_depths_round_trip(
         "bool-from-string",
         "bool-from-int",
         "int-from-string",
+        "active-deadline-from-string",
         "replicas-string",
         "replicas-bool",
         "parallelism-string",

@@ -20,6 +20,7 @@ POD1: Path = (*POD_TEMPLATE1, "spec")
 
 ELASTIC = FeatureGates(elastic_job_set=True)
 RESOURCES = FeatureGates(mutable_pod_resources_for_suspended_job_sets=True)
+DEADLINE = FeatureGates(active_deadline_seconds=True)
 IMMUTABLE: Expected = [("spec.replicatedJobs", "Invalid", "field is immutable")]
 CEL_IMMUTABLE = "Value is immutable"
 
@@ -268,6 +269,22 @@ CASES = [
         None,
         [],
         id="suspend, ttl, labels and coordinator are mutable",
+    ),
+    *(
+        pytest.param(
+            old,
+            {("spec", "activeDeadlineSeconds"): new},
+            gates,
+            [],
+            id=f"activeDeadlineSeconds {change} on a running JobSet, gate {gate_name}",
+        )
+        for change, old, new in (
+            ("raised", {("spec", "activeDeadlineSeconds"): 60}, 3600),
+            ("lowered", {("spec", "activeDeadlineSeconds"): 3600}, 60),
+            ("added", {}, 60),
+            ("removed", {("spec", "activeDeadlineSeconds"): 60}, ...),
+        )
+        for gate_name, gates in (("off", None), ("on", DEADLINE))
     ),
     pytest.param({}, {(*POD1, "nodeSelector"): {}}, None, [], id="empty map equals absent"),
     pytest.param({}, {(*RJ0, "replicas"): ...}, None, [], id="absent replicas equals default 1"),

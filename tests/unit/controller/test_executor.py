@@ -170,6 +170,31 @@ async def test_a_conflicting_status_write_counts_nothing_and_emits_nothing(parts
     assert recorder.events == [("Normal", "AllJobsCompleted", "done")]
 
 
+def counter(registry: CollectorRegistry, name: str) -> float:
+    value = registry.get_sample_value(name, {"jobset_name": "js", "namespace": "ns"})
+    return value or 0.0
+
+
+async def test_a_deadline_failure_is_counted_once_beside_the_failure_after_its_write(
+    parts: Any,
+) -> None:
+    """KEP-1186's counter follows jobset_failed_total: nothing for a conflicting write, one for
+    the retried write that succeeds, none for the Plans without the transition."""
+    client, _, registry, executor = parts
+    failed = {"restarts": 0, "terminalState": "Failed"}
+    plan = Plan(status=failed, failed=True, deadline_exceeded=True)
+    client.fail[("replace", "/status")] = Conflict(409, {"reason": "Conflict"})
+    with pytest.raises(Conflict):
+        await executor.execute(JOBSET, plan)
+    assert counter(registry, "jobset_active_deadline_exceeded_total") == 0
+    del client.fail[("replace", "/status")]
+    await executor.execute(JOBSET, plan)
+    await executor.execute(JOBSET, Plan(status=failed))  # a later write of the failed JobSet
+    await executor.execute(JOBSET, Plan(status=failed, failed=True))  # another failure reason
+    assert counter(registry, "jobset_active_deadline_exceeded_total") == 1
+    assert counter(registry, "jobset_failed_total") == 2
+
+
 async def test_a_status_write_for_a_jobset_deleted_meanwhile_ends_the_pass_quietly(
     parts: Any,
 ) -> None:

@@ -136,6 +136,14 @@ class JobSetBuilder:
         self._wire["spec"]["ttlSecondsAfterFinished"] = seconds
         return self
 
+    def active_deadline(self, seconds: int | None) -> JobSetBuilder:
+        """``spec.activeDeadlineSeconds`` (None removes it)."""
+        if seconds is None:
+            self._wire["spec"].pop("activeDeadlineSeconds", None)
+        else:
+            self._wire["spec"]["activeDeadlineSeconds"] = seconds
+        return self
+
     def network(self, **fields: Any) -> JobSetBuilder:
         self._wire["spec"]["network"] = dict(fields)
         return self

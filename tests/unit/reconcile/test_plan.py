@@ -35,6 +35,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("negative requeue", {"requeue_after": -1.0}, "negative"),
     ("completed and failed", {"status": STATUS, "completed": True, "failed": True}, "both"),
     ("completed without status", {"completed": True}, "status write"),
+    (
+        "deadline exceeded without the failure",
+        {"status": STATUS, "deadline_exceeded": True},
+        "counted with the failure",
+    ),
     ("gated event without status", {"events": (GATED,)}, "status write"),
     ("resourceVersion without status", {"status_resource_version": "7"}, "without a status"),
     (

@@ -142,3 +142,32 @@ def test_update_changing_replicas_is_denied_as_immutable() -> None:
     answer = validate(review("UPDATE", new, old), features=FeatureGates())["response"]
     assert answer["allowed"] is False
     assert "field is immutable" in answer["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(60, 3600), (3600, 60), (None, 60), (60, None)],
+    ids=["raised", "lowered", "added", "removed"],
+)
+@pytest.mark.parametrize(
+    "gates", [FeatureGates(), FeatureGates(active_deadline_seconds=True)], ids=["gate off", "on"]
+)
+def test_active_deadline_changes_on_a_running_jobset_are_allowed(
+    before: int | None, after: int | None, gates: FeatureGates
+) -> None:
+    def running(seconds: int | None) -> dict[str, Any]:
+        body = jobset() if seconds is None else jobset(activeDeadlineSeconds=seconds)
+        body["status"] = {"startTime": "2025-06-01T12:00:00Z", "restarts": 0}
+        return body
+
+    answer = validate(review("UPDATE", running(after), running(before)), features=gates)
+    assert answer["response"]["allowed"] is True
+
+
+def test_the_defaulting_patch_keeps_active_deadline_with_the_gate_off() -> None:
+    answer = mutate(review("CREATE", jobset(activeDeadlineSeconds=30)))["response"]
+    [op] = orjson.loads(base64.b64decode(answer["patch"]))
+    assert op["value"]["activeDeadlineSeconds"] == 30
+    assert validate(review("CREATE", jobset(activeDeadlineSeconds=30)), features=FeatureGates())[
+        "response"
+    ]["allowed"]
