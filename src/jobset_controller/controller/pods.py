@@ -212,7 +212,10 @@ def trim_in_place(pod: Obj) -> Obj:
         out_status["phase"] = status["phase"]
     restarts = _max_restart_count(status)
     if restarts:
-        out_status["containerStatuses"] = [{"restartCount": restarts}]
+        # One entry: the failing container kept by `trim_pod` (a pod's end) carries the count,
+        # so both readers find what they read in it.
+        kept = (out_status.get("containerStatuses") or [{}])[0]
+        out_status["containerStatuses"] = [{**kept, "restartCount": restarts}]
     return trimmed
 
 

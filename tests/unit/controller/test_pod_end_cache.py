@@ -254,3 +254,19 @@ def test_failed_pods_are_found_by_their_jobset() -> None:
     assert [p["metadata"]["name"] for p in pods.pods.store.by_index(FAILED_PODS, "ns/js")] == [
         "js-w-0-0-abc"
     ]
+
+
+def test_with_the_in_place_gate_a_failed_pod_keeps_its_failing_container_and_restart_count() -> (
+    None
+):
+    from jobset_controller.controller.pods import trim_in_place
+
+    ended = failed()
+    ended["status"]["containerStatuses"][1]["restartCount"] = 4
+    trimmed = trim_in_place(ended)
+    (container,) = trimmed["status"]["containerStatuses"]
+    assert container["restartCount"] == 4
+    assert container["state"]["terminated"]["exitCode"] == 137
+    found = failing_container(trimmed)
+    assert found is not None
+    assert found.name == "main"
