@@ -1,5 +1,6 @@
-"""Shared pieces of the controller benchmarks: a tight raw client, a watcher, and the controller
-run as a child process whose CPU time, RSS and metrics are read from the outside.
+"""Shared pieces of the controller benchmarks: a tight raw client, a watcher, the controller run
+as a child process whose CPU time, RSS and metrics are read from the outside, and the full cluster
+of racks the placement and recovery benches share (its flags, its start).
 
 Why a child process: on a shared 2-core machine wall-clock figures swing with the neighbours' load,
 while the controller's own CPU time (user+sys from /proc/<pid>/stat), its request counts and its
@@ -11,6 +12,7 @@ ratio is not skewed by the load of the moment.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -29,6 +31,9 @@ import orjson
 
 from jobset_controller.runtime.http1client import ConnectionPool, Endpoint
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.fullcluster import FullCluster
+from jobset_controller_dev.envtest.kwok_stages import NODE_LEASE_SECONDS
+from jobset_controller_dev.envtest.nodes import NodeSpec, rack_topology
 from jobset_controller_dev.envtest.processes import free_port, parent_death_signal
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -157,6 +162,13 @@ class Watcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    def raise_if_ended(self) -> None:
+        """Raise what ended the watch, if it has ended (it only ends by failing); callable from
+        another thread than the watch's loop."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            self._task.result()
+            raise RuntimeError(f"the watch of {self.path} ended")
 
     async def _run(self) -> None:
         sep = "&" if self.params else ""
@@ -478,3 +490,62 @@ async def timed(coro: Awaitable[Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     result = await coro
     return time.perf_counter() - started, result
+
+
+# ----------------------------------------------------------------------------- the full cluster
+def add_cluster_arguments(
+    parser: argparse.ArgumentParser, *, racks: int, nodes: int, pods: int, profiled: str
+) -> None:
+    """The flags of the benches on the full cluster of racks (placement_bench, recovery_bench):
+    its size, kwok's node Lease, `--no-upstream` and `--profile SECONDS` (over `profiled`
+    SECONDS of each run)."""
+    parser.add_argument("--racks", type=int, default=racks)
+    parser.add_argument("--nodes", type=int, default=nodes, help="nodes per rack")
+    parser.add_argument("--pods", type=int, default=pods, help="pods per Job")
+    parser.add_argument(
+        "--nodes-total",
+        type=int,
+        help="N / 20 racks of 20 nodes, 15 pods per Job (upstream's scale, "
+        "kubernetes-sigs/jobset#174)",
+    )
+    parser.add_argument(
+        "--node-lease",
+        type=int,
+        help=f"kwok's node Lease seconds (default 600 above 1000 nodes, else {NODE_LEASE_SECONDS})",
+    )
+    parser.add_argument("--no-upstream", dest="upstream", action="store_false")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="SECONDS",
+        help=f"profile kube-scheduler's and kube-controller-manager's CPU over {profiled} "
+        "SECONDS (go tool pprof)",
+    )
+
+
+def start_rack_cluster(
+    args: argparse.Namespace, workdir: Path
+) -> tuple[FullCluster, list[NodeSpec], int]:
+    """The full cluster of `add_cluster_arguments`' size, started: `--nodes-total N` first turned
+    into N / 20 racks of 20 nodes and 15 pods per Job (`args` changed), one rack per topology
+    domain over 4 zones, no GPUs. kwok's node Lease is `--node-lease`, else 600 s above 1000
+    nodes (5000 nodes renew about 33 Leases a second instead of 500 with the 40 s default), and
+    kube-controller-manager's node grace period twice the Lease (FullCluster's
+    `node_lease_seconds`). Returns the cluster, its node specs and the Lease."""
+    if args.nodes_total:
+        args.nodes = 20
+        args.racks = args.nodes_total // args.nodes
+        args.pods = 15
+    count = args.racks * args.nodes
+    lease = int(args.node_lease or (600 if count > 1000 else NODE_LEASE_SECONDS))
+    began = time.monotonic()
+    nodes = rack_topology(racks=args.racks, nodes_per_rack=args.nodes, zones=4, gpus=0)
+    cluster = FullCluster(
+        nodes=nodes, workdir=workdir / "cluster", node_lease_seconds=lease
+    ).start()
+    print(
+        f"cluster with {len(nodes)} kwok nodes in {args.racks} racks up in "
+        f"{time.monotonic() - began:.1f} s (node Lease {lease} s)",
+        file=sys.stderr,
+    )
+    return cluster, nodes, lease

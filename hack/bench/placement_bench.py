@@ -50,23 +50,30 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from benchlib import Samples, parse_metrics, process_cpu, schedule_attempts
+from benchlib import (
+    Samples,
+    add_cluster_arguments,
+    parse_metrics,
+    process_cpu,
+    schedule_attempts,
+    start_rack_cluster,
+)
 
 from jobset_controller.api import JobSet, default_jobset
 from jobset_controller.controller.pods import trim_pod
 from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
 from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.fullcluster import FullCluster
-from jobset_controller_dev.envtest.kwok_stages import NODE_LEASE_SECONDS, RUN_FOREVER_ANNOTATION
+from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
-from jobset_controller_dev.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL, rack_topology
+from jobset_controller_dev.envtest.nodes import NAMESPACED_JOB_LABEL, RACK_LABEL
 from jobset_controller_dev.envtest.placement import (
     MUTATING_NAME,
     VALIDATING_NAME,
@@ -158,6 +165,21 @@ class Scraper:
         thread = threading.Thread(target=fetch, name=f"profile {out.name}", daemon=True)
         thread.start()
         return thread
+
+    def profile_components(
+        self, seconds: int, stem: Path, files: dict[str, Path]
+    ) -> list[threading.Thread]:
+        """kube-scheduler's and kube-controller-manager's CPU profiles over the next `seconds`,
+        each to `<stem>-<component>.pprof` (entered in `files` by component): the threads that
+        write them."""
+        threads = []
+        for component, port in (
+            ("kube-scheduler", self.cluster.scheduler_port),
+            ("kube-controller-manager", self.cluster.controller_manager_port),
+        ):
+            files[component] = stem.with_name(f"{stem.name}-{component}.pprof")
+            threads.append(self.profile(port, seconds, files[component]))
+        return threads
 
     def reading(self, subject: Subject) -> dict[str, Any]:
         """Cumulative counts now: every client's requests, refused pod creates, webhook latency
@@ -265,19 +287,33 @@ class Upstream(Subject):
 
 
 @contextmanager
-def ours(cluster: FullCluster, workdir: Path, followers: str | None) -> Iterator[Subject]:
+def ours(
+    cluster: FullCluster,
+    workdir: Path,
+    followers: str | None,
+    sections: Mapping[str, Any] | None = None,
+) -> Iterator[Subject]:
+    """`sections`: more of the Configuration (featureGates, earlyJobConditions, ...)."""
     port = free_port()
-    with PlacementController(cluster, workdir, followers, metrics_port=port) as controller:
+    with PlacementController(
+        cluster, workdir, followers, metrics_port=port, sections=sections
+    ) as controller:
         yield Ours(controller, port)
 
 
 @contextmanager
 def upstream(
-    cluster: FullCluster, workdir: Path, webhooks: bool, bin_dir: Path, token: str
+    cluster: FullCluster,
+    workdir: Path,
+    webhooks: bool,
+    bin_dir: Path,
+    token: str,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> Iterator[Subject]:
     """Upstream's manager as a host process: leader election off, QPS 500 / burst 500, its
-    webhook server on 127.0.0.1 with a pair from the cluster's CA, and with `webhooks` its two
-    pod webhooks registered by URL under the names ours use (upstream's own names)."""
+    webhook server on 127.0.0.1 with a pair from the cluster's CA, `feature_gates` in its
+    Configuration's featureGates, and with `webhooks` its two pod webhooks registered by URL
+    under the names ours use (upstream's own names)."""
     certs = workdir / "upstream-certs"
     cluster.ca.write_pair(
         certs, "upstream-webhook", common_name="upstream-webhook",
@@ -291,6 +327,7 @@ def upstream(
             "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
             "leaderElection": {"leaderElect": False},
             "clientConnection": {"qps": 500, "burst": 500},
+            **({"featureGates": dict(feature_gates)} if feature_gates else {}),
         },
     )
     if webhooks:
@@ -320,17 +357,37 @@ def upstream(
 
 
 # ----------------------------------------------------------------------------- one strategy
-def jobset(name: str, racks: int, pods: int, annotations: dict[str, str]) -> dict[str, Any]:
-    """Posted already defaulted: no JobSet webhook is registered, and upstream's reconciler
-    expects the defaults its webhook would have set."""
+def jobset(
+    name: str,
+    racks: int,
+    pods: int,
+    annotations: dict[str, str],
+    *,
+    failure_policy: Mapping[str, Any] | None = None,
+    backoff_limit: int = 0,
+    pod_annotations: Mapping[str, str] | None = None,
+    pod_spec: Mapping[str, Any] | None = None,
+    job: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One Job per rack of `pods` pods that run forever (kwok), the JobSet annotated with
+    `annotations`, `failure_policy` (default maxRestarts 1), `pod_annotations` and `pod_spec`
+    added to the pod template and `job` to the Job's spec. Posted already defaulted: no JobSet
+    webhook is registered, and upstream's reconciler expects the defaults its webhook would have
+    set."""
     workers = replicated_job(
-        "w", racks, pods=pods, backoff_limit=0, annotations={RUN_FOREVER_ANNOTATION: "true"}
+        "w",
+        racks,
+        pods=pods,
+        backoff_limit=backoff_limit,
+        annotations={RUN_FOREVER_ANNOTATION: "true", **(pod_annotations or {})},
+        pod_spec=pod_spec,
     )
+    workers["template"]["spec"].update(job or {})
     manifest = jobset_manifest(
         name,
         replicated_jobs=[workers],
         annotations=annotations,
-        failurePolicy={"maxRestarts": 1},
+        failurePolicy=dict(failure_policy or {"maxRestarts": 1}),
     )
     manifest["spec"] = default_jobset(JobSet.model_validate(manifest)).to_dict()["spec"]
     return manifest
@@ -402,12 +459,9 @@ def run_strategy(
         assert status == 201, reply
         profiling = []
         if args.profile:
-            for component, port in (
-                ("kube-scheduler", cluster.scheduler_port),
-                ("kube-controller-manager", cluster.controller_manager_port),
-            ):
-                row.profiles[component] = args.profile_dir / f"{label}-{name}-{component}.pprof"
-                profiling.append(scraper.profile(port, args.profile, row.profiles[component]))
+            profiling = scraper.profile_components(
+                args.profile, args.profile_dir / f"{label}-{name}", row.profiles
+            )
         placed = wait_bound(cluster, scraper, ns, total, "0", timeout=timeout)
         row.seconds = time.monotonic() - began
         # The bench's own resource requests in the window: its pod lists, the JobSet create,
@@ -483,15 +537,7 @@ def idle_cost(cluster: FullCluster, seconds: float) -> list[tuple[str, float, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--racks", type=int, default=32)
-    parser.add_argument("--nodes", type=int, default=8, help="nodes per rack")
-    parser.add_argument("--pods", type=int, default=8, help="pods per Job")
-    parser.add_argument(
-        "--nodes-total", type=int, help="N / 20 racks of 20 nodes, 15 pods per Job (module doc)"
-    )
-    parser.add_argument(
-        "--node-lease", type=int, help="kwok's node Lease seconds (default: module docstring)"
-    )
+    add_cluster_arguments(parser, racks=32, nodes=8, pods=8, profiled="each strategy's first")
     parser.add_argument("--idle", type=float, default=20.0, help="seconds the idle cost is read")
     parser.add_argument(
         "--only",
@@ -500,36 +546,13 @@ def main() -> None:
         default=list(STRATEGIES),
         help="strategies, run in the order given",
     )
-    parser.add_argument("--no-upstream", dest="upstream", action="store_false")
     parser.add_argument("--no-restart", dest="restart", action="store_false")
-    parser.add_argument(
-        "--profile",
-        type=int,
-        metavar="SECONDS",
-        help="profile kube-scheduler's and kube-controller-manager's CPU over each strategy's "
-        "first SECONDS (go tool pprof)",
-    )
     args = parser.parse_args()
-    if args.nodes_total:
-        args.nodes = 20
-        args.racks = args.nodes_total // args.nodes
-        args.pods = 15
-    racks = args.racks
-    node_count = racks * args.nodes
-    lease = args.node_lease or (600 if node_count > 1000 else NODE_LEASE_SECONDS)
     upstream_bin = ensure_upstream() if args.upstream else None
     workdir = Path(tempfile.mkdtemp(prefix="placement-bench-"))
     args.profile_dir = Path(tempfile.mkdtemp(prefix="placement-profiles-"))
-    began = time.monotonic()
-    nodes = rack_topology(racks=racks, nodes_per_rack=args.nodes, zones=4, gpus=0)
-    cluster = FullCluster(
-        nodes=nodes, workdir=workdir / "cluster", node_lease_seconds=lease
-    ).start()
-    print(
-        f"cluster with {len(nodes)} kwok nodes in {racks} racks up in "
-        f"{time.monotonic() - began:.1f} s (node Lease {lease} s)",
-        file=sys.stderr,
-    )
+    cluster, nodes, lease = start_rack_cluster(args, workdir)
+    racks = args.racks
     rows: list[Row] = []
     sample: list[dict[str, Any]] = []
     idle: list[tuple[str, float, float]] = []
@@ -675,7 +698,17 @@ def print_table(
               "(admission_bench.py --rate compares latency at it)")  # fmt: skip
 
 
-def print_profiles(rows: list[Row], lines: int = 30) -> None:
+class Profiled(Protocol):
+    """A measured run with profiles: placement_bench's Row, recovery_bench's Run."""
+
+    controller: str
+    profiles: dict[str, Path]
+
+    @property
+    def name(self) -> str: ...
+
+
+def print_profiles(rows: Sequence[Profiled], lines: int = 30) -> None:
     """The top of each profile by cumulative time, Kubernetes' own functions only (`go tool
     pprof -top -cum -show`): the runtime's and the HTTP/2 client's frames would fill the top."""
     for row in rows:

@@ -361,12 +361,17 @@ async def _until(check: Callable[[], Any], what: str, within: float = 900) -> No
 
 
 class PoolAgents:
-    """envtest/agent_pool.py as a child process: every pod's agent in one event loop."""
+    """envtest/agent_pool.py as a child process: every pod's agent in one event loop. Its stdout
+    is followed: `lifts` holds each pod's last barrier lift (the attempt, and the pool's
+    time.monotonic() then: CLOCK_MONOTONIC, the same clock as the bench's). Start, fail and
+    close it from one event loop."""
 
     def __init__(self, cluster: FullCluster, namespace: str) -> None:
         self.cluster, self.namespace = cluster, namespace
         self.proc: asyncio.subprocess.Process | None = None
         self.log = cluster.workdir / f"agent-pool-{namespace}.log"
+        self.lifts: dict[str, tuple[int, float]] = {}
+        self._follow: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         with self.log.open("wb") as log:
@@ -374,8 +379,23 @@ class PoolAgents:
                 sys.executable, "-m", "jobset_controller_dev.envtest.agent_pool",
                 "--kubeconfig", str(self.cluster.kubeconfig),
                 "--namespace", self.namespace, "--jobset", "bench",
-                stdin=asyncio.subprocess.PIPE, stdout=log, stderr=log,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
             )  # fmt: skip
+        self._follow = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            fields = line.decode().split()
+            if len(fields) == 4 and fields[0] == "lifted":
+                self.lifts[fields[1]] = (int(fields[2]), float(fields[3]))
+
+    def lifted(self, attempt: int) -> tuple[int, float]:
+        """How many pods' agents last lifted their barrier at `attempt`, and when the last of
+        them did (0.0 if none); callable from another thread."""
+        times = [when for at, when in list(self.lifts.values()) if at == attempt]
+        return len(times), max(times, default=0.0)
 
     def cpu(self) -> float:
         assert self.proc is not None
@@ -393,9 +413,11 @@ class PoolAgents:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         code = await self.proc.wait()
+        if self._follow is not None:
+            await self._follow
         if code != 0:
             tail = self.log.read_text(errors="replace")[-2000:]
-            raise SystemExit(f"restart_bench: the agent pool exited {code}: {tail}")
+            raise SystemExit(f"the agent pool exited {code}: {tail}")
 
 
 async def kwok_measure(

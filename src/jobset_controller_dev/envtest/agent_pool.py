@@ -15,8 +15,9 @@ Run as a process of its own (`python -m jobset_controller_dev.envtest.agent_pool
 --namespace N --jobset J`) so the agents' CPU is theirs alone and can be read from /proc: a
 line `fail <pod name>` on stdin ends that pod's agent as its worker's failure would (the
 kubelet's rule then restarts all of the pod's containers: a new agent). The agents' log lines
-go to stderr; a line `restarted <pod name> <count>` on stdout follows every restart in place.
-Used by hack/bench/restart_bench.py.
+go to stderr; a line `restarted <pod name> <count>` on stdout follows every restart in place, and
+`lifted <pod name> <attempt> <time.monotonic()>` every barrier lifted (CLOCK_MONOTONIC, which a
+bench's own clock reads alike). Used by hack/bench/restart_bench.py and recovery_bench.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +39,16 @@ RESTART_CODE = 42
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # A watch's silence longer than this means it is dead (the server ends watches sooner).
 _READ_TIMEOUT = 330.0
+
+
+class _ReportingAgent(Agent):
+    """The agent, saying on stdout when it lifts its barrier (module docstring)."""
+
+    async def reconcile(self, jobset: Mapping[str, Any]) -> None:
+        active = self.barrier_active
+        await super().reconcile(jobset)
+        if active and not self.barrier_active:
+            print(f"lifted {self.env.pod_name} {self.attempt} {time.monotonic()!r}", flush=True)
 
 
 class AgentPool:
@@ -58,7 +70,7 @@ class AgentPool:
         if client is None:
             client = self.clients[uid] = KubeClient.for_access(self.access, settings=self.settings)
         env = Env(self.namespace, self.jobset, name, RESTART_CODE, probe_port=0)
-        task = asyncio.create_task(Agent(env, client).run())
+        task = asyncio.create_task(_ReportingAgent(env, client).run())
         self.tasks[uid], self.names[uid] = task, name
         task.add_done_callback(lambda done: self._ended(uid, done))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -42,11 +43,14 @@ class PlacementController:
         followers: str | None,
         *,
         metrics_port: int | None = None,
+        sections: Mapping[str, Any] | None = None,
     ) -> None:
         """`metrics_port`: serve /metrics there over plain HTTP (a benchmark reads the
-        controller's request counts); off by default."""
+        controller's request counts); off by default. `sections`: more of the Configuration
+        (e.g. `featureGates`, `earlyJobConditions`), added to what this helper writes."""
         self.cluster = cluster
         self.metrics_port = metrics_port
+        self.sections = dict(sections or {})
         self.workdir = workdir
         self.followers = followers
         self.log = workdir / f"controller-{followers or 'fallback'}.log"
@@ -74,6 +78,7 @@ class PlacementController:
         }
         if self.followers is not None:
             config["exclusivePlacement"] = {"followers": self.followers}
+        config.update(self.sections)
         config_file = write_configuration(self.workdir / "controller-config.yaml", config)
         self._unregister()
         if self.followers is not None:
