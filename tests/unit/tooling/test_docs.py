@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import re
 from collections.abc import Iterator, Mapping
@@ -202,6 +203,26 @@ def _scripts(root: Path) -> dict[str, Path]:
     return {**named, **{str(p.relative_to(root)): p for p in scripts}}
 
 
+@functools.cache
+def _script_flags(script: Path) -> str:
+    """Where a script's flags are spelled: its text, and for a Python script the text of the
+    modules beside it that it imports (the benches share flags through benchlib), transitively."""
+    seen: set[Path] = set()
+    pending = [script]
+    texts = []
+    while pending:
+        path = pending.pop()
+        if path in seen or not path.exists():
+            continue
+        seen.add(path)
+        text = path.read_text()
+        texts.append(text)
+        if path.suffix == ".py":
+            for module in re.findall(r"^\s*(?:from|import) (\w+)", text, flags=re.M):
+                pending.append(path.parent / f"{module}.py")
+    return "\n".join(texts)
+
+
 def flag_problems(doc: Doc, commands: Commands, root: Path) -> Iterator[str]:
     scripts = _scripts(root)
     for code in doc.code:
@@ -228,7 +249,7 @@ def flag_problems(doc: Doc, commands: Commands, root: Path) -> Iterator[str]:
                     continue
                 kind, name = owner
                 if kind == "script" and not re.search(
-                    rf"(?<![\w-]){re.escape(flag)}(?![\w-])", scripts[name].read_text()
+                    rf"(?<![\w-]){re.escape(flag)}(?![\w-])", _script_flags(scripts[name])
                 ):
                     yield f"{where(doc, code.line)}: `{flag}` is not in {name}"
                 elif kind == "cli" and flag not in commands.cli.get(name, frozenset()):
