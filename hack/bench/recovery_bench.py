@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import os
 import re
@@ -404,10 +405,13 @@ class Bench:
             if timeline is not None:
                 run.marks.update({k: v for k, v in timeline.marks.items() if k not in run.marks})
                 timeline.stop()
-            if ns:
-                self.teardown(ns)
-            if self.frozen is not None:
-                self.replace_node(self.frozen)
+            try:  # the run's figures are kept whatever the clean-up meets
+                if ns:
+                    self.teardown(ns)
+                if self.frozen is not None:
+                    self.replace_node(self.frozen)
+            except Exception:
+                traceback.print_exc()
         print(
             f"  {path} {variant.label}: {summary(run)} ({time.monotonic() - began:.0f} s)",
             file=sys.stderr,
@@ -526,13 +530,23 @@ class Bench:
         self.specs[fresh.name] = fresh
 
     def teardown(self, ns: str) -> None:
-        """Delete the namespace, and its pods at once (a held pod would run out its grace)."""
+        """Delete the namespace, and its pods at once (a held pod would run out its grace).
+
+        The pods' delete is sent from a thread: a collection of thousands of pods takes the API
+        server longer than one request's timeout, and the next run waits for the pods to be gone
+        anyway (`wait_no_jobset_pods`)."""
         self.cluster.delete_namespace(ns)
-        self.cluster.request(
-            "DELETE",
-            f"/api/v1/namespaces/{ns}/pods",
-            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-        )
+
+        def delete_pods_now() -> None:
+            # A timeout: the delete goes on at the server, and the next run waits for it.
+            with contextlib.suppress(OSError, TimeoutError):
+                self.cluster.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{ns}/pods",
+                    {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                )
+
+        threading.Thread(target=delete_pods_now, name=f"delete {ns}", daemon=True).start()
 
 
 def job_pods(pods: list[dict[str, Any]], job: str) -> dict[str, str]:
