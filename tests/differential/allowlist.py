@@ -142,6 +142,15 @@ ALLOWED: tuple[Allowed, ...] = (
     ),
     Allowed(
         "*",
+        "events[*'RestartCompleted'*]",
+        "deliberate, docs/behaviour.md#restart-timeline: when a whole-JobSet restart is over "
+        "(every Job of the new attempt ready), ours emits a Normal RestartCompleted Event with "
+        "each phase's seconds; upstream has no such Event",
+        upstream=ABSENT,
+        ours="emitted",
+    ),
+    Allowed(
+        "*",
         "jobs.*.spec.template.metadata.labels.jobset.sigs.k8s.io/exclusive-placement",
         "deliberate, docs/reconcile.md (exclusive placement): with the pod webhooks called, "
         "ours labels the pod template of an exclusive Job leader-follower and its pod webhooks "
