@@ -63,13 +63,9 @@ DISABLE_IN_PLACE_RESTART_KEY: Final = "jobset.sigs.k8s.io/disable-in-place-resta
 # Values of the embedded batch/v1 and core/v1 types that JobSet defaults or checks
 # (docs/behaviour.md#defaults, #validation-create).
 INDEXED_COMPLETION: Final = "Indexed"
-NON_INDEXED_COMPLETION: Final = "NonIndexed"
 RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
 POD_REPLACEMENT_POLICY_FAILED: Final = "Failed"
 MAX_INT32: Final = 2_147_483_647
-
-# Upstream's unused restart reason, kept as a published constant (docs/behaviour.md#pod-labels).
-JOBSET_RESTART_REASON: Final = "Restarting"
 
 
 class FailurePolicyAction(StrEnum):

@@ -98,11 +98,6 @@ class SchedulingGroup:
         )
 
 
-def uses_scheduling(js: JobSet) -> bool:
-    """Whether the JobSet asks for Workload-Aware Scheduling (``spec.scheduling`` is set)."""
-    return js.spec.scheduling is not None
-
-
 def is_sequenced(js: JobSet) -> bool:
     """InOrder startup or any dependsOn: Jobs are created one ReplicatedJob after the other."""
     policy = js.spec.startup_policy

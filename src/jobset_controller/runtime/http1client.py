@@ -122,15 +122,6 @@ def content_length(text: str) -> int | None:
     return int(text)
 
 
-def keeps_alive(version: str, connection: str) -> bool:
-    """Whether a message of this HTTP version and Connection header leaves the connection open
-    (HTTP/1.1 unless "close"; HTTP/1.0 only with "keep-alive")."""
-    connection = connection.lower()
-    if "close" in connection:
-        return False
-    return version != "HTTP/1.0" or "keep-alive" in connection
-
-
 def check_target(target: str) -> None:
     """ValueError unless `target` is visible ASCII (no spaces, no control characters)."""
     if not (target.isascii() and target.isprintable()) or " " in target or not target:
