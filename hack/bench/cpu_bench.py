@@ -67,6 +67,7 @@ from runtime_venv import runtime_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api import JobSet, default_jobset
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.cli import build_parser
 from jobset_controller.config import Configuration
 from jobset_controller.reconcile.desired_jobs import construct_job
@@ -102,7 +103,7 @@ def raw_job_bodies(namespace: str, count: int) -> list[bytes]:
     bodies = []
     for index in range(count):
         job = construct_job(js, rjob, index, restarts=0, job_restart_attempt=None)
-        job["metadata"]["labels"].pop("jobset.sigs.k8s.io/jobset-name")
+        job["metadata"]["labels"].pop(JOBSET_NAME_KEY)
         bodies.append(orjson.dumps(job))
     return bodies
 

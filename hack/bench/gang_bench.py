@@ -86,6 +86,7 @@ from benchlib import (
     schedule_attempts,
 )
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.api.scheduling import SCHEDULING_API_VERSION
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
@@ -96,7 +97,7 @@ from jobset_controller_dev.envtest.nodes import GPU_RESOURCE, rack_topology
 NAMESPACE = "gang-bench"
 JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"
 SCHEDULING = f"/apis/{SCHEDULING_API_VERSION}/namespaces/{NAMESPACE}"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_NAME_LABEL = JOBSET_NAME_KEY
 GATE = "JobSetWorkloadAwareSchedulingAPI"
 MODES = ("none", "gang", "rjob-gangs", "basic")
 # What "quiet" means between runs: the API server and etcd together under this many CPU seconds

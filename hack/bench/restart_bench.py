@@ -66,6 +66,7 @@ from typing import Any
 import yaml
 from benchlib import process_cpu
 
+from jobset_controller.api.constants import RESTARTS_KEY
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
@@ -88,7 +89,7 @@ from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavaila
 from jobset_controller_dev.image.release import release_files
 
 ROOT = Path(__file__).resolve().parents[2]
-RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+RESTARTS_LABEL = RESTARTS_KEY
 STRATEGIES = ("InPlaceRestart", "Recreate")
 # What in-place restart is for, at a realistic start cost: its time at most this share of
 # Recreate's at S = 30 s (printed against the largest --start-costs).

@@ -56,6 +56,7 @@ from jobset_controller.api.constants import (
     IN_PLACE_RESTART_ATTEMPT_KEY,
     PLURAL,
     VERSION,
+    RestartStrategy,
 )
 from jobset_controller.runtime.interrupts import StopSignals, by_signal
 
@@ -72,7 +73,7 @@ FIELD_MANAGER: Final = "in-place-restart-agent"
 DEFAULT_PROBE_PATH: Final = "/barrier-is-down"
 DEFAULT_PROBE_PORT: Final = "8081"
 DEFAULT_EXIT_CODE: Final = "1"
-IN_PLACE_RESTART: Final = "InPlaceRestart"
+IN_PLACE_RESTART: Final = RestartStrategy.IN_PLACE_RESTART.value
 # Watches end after a few minutes on the server's side; a silent one longer than this is dead.
 _WATCH_SECONDS: Final = 300
 _READ_TIMEOUT: Final = 330.0

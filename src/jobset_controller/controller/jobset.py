@@ -40,6 +40,7 @@ import structlog
 
 from jobset_controller import api, reconcile
 from jobset_controller.api import FeatureGates
+from jobset_controller.api.constants import RestartStrategy
 from jobset_controller.api.naming import jobset_subdomain
 from jobset_controller.controller.deletions import DeleteExpectations
 from jobset_controller.controller.executor import Executor
@@ -84,7 +85,7 @@ def _pod_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _uses_in_place_restart(raw: Mapping[str, Any]) -> bool:
     policy = (raw.get("spec") or {}).get("failurePolicy") or {}
-    return bool(policy.get("restartStrategy") == "InPlaceRestart")
+    return bool(policy.get("restartStrategy") == RestartStrategy.IN_PLACE_RESTART)
 
 
 def _has_failed_job(jobs: tuple[Mapping[str, Any], ...]) -> bool:

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import structlog
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
+from jobset_controller.api import FeatureGates
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.controller.scheduling import scheduling_api_served
 from jobset_controller.manager import assembly, certificates, controllers, leadership, servers
@@ -190,8 +191,8 @@ class Manager:
         """With the JobSetWorkloadAwareSchedulingAPI gate only: whether the API server serves
         the Workload and PodGroup API (controller.scheduling). Without it the controller runs
         and says so per JobSet (WorkloadAPIUnavailable) instead of failing."""
-        gates = self.options.config.feature_gates
-        if not gates.get("JobSetWorkloadAwareSchedulingAPI", False):
+        gates = FeatureGates.from_mapping(self.options.config.feature_gates)
+        if not gates.workload_aware_scheduling:
             return False
         served = await self._unless_stopped(scheduling_api_served(client))
         if not served:
