@@ -159,7 +159,8 @@ def python_jobset(name: str, image: str, script: str, *, replicas: int = 2) -> d
 
 
 # Each pod listens on 7777, then resolves its peer by the hostname JobSet promises
-# (<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>) and exchanges a line with it.
+# (<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>) and exchanges a line with it;
+# it ends once the peer has been answered too.
 PEER_SCRIPT = """
 import os, socket, sys, threading, time
 me = int(os.environ["HOSTNAME"].split("-")[-2])
@@ -169,7 +170,8 @@ def answer():
     conn, _ = server.accept()
     conn.sendall(b"hello from %d\\n" % me)
     conn.close()
-threading.Thread(target=answer, daemon=True).start()
+answering = threading.Thread(target=answer, daemon=True)
+answering.start()
 deadline = time.time() + {peer_wait}
 while True:
     try:
@@ -182,7 +184,12 @@ while True:
             print("cannot reach", peer, error, flush=True)
             sys.exit(1)
         time.sleep(0.5)
-time.sleep(2)
+# Up until the peer has had its answer too (not a fixed delay): the pod's server must outlive
+# its own exchange only as long as the other pod still needs it.
+answering.join(max(0.0, deadline - time.time()))
+if answering.is_alive():
+    print("the peer never connected", flush=True)
+    sys.exit(1)
 """
 
 

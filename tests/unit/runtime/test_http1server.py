@@ -328,13 +328,17 @@ async def test_pipelined_requests_from_a_client_that_does_not_read_do_not_grow_t
             await eventually(
                 lambda: connection._writing_paused, "connection._writing_paused", 20, interval=0.005
             )
+            # Paused, the server stops reading the client's requests: their answers cannot
+            # grow the output. Judged over loop iterations (each one runs every socket that is
+            # ready: the flood's sends and the server's reads), not over wall time.
+            assert not transport.is_reading()
             sizes = [transport.get_write_buffer_size()]
-            # The client goes on sending and not reading; the answers written do not grow.
-            for _ in range(20):
-                await asyncio.sleep(0.01)
+            for _ in range(500):
+                await asyncio.sleep(0)
                 sizes.append(transport.get_write_buffer_size())
             assert max(sizes) < 128 * 1024, sizes
             assert connection._writing_paused
+            assert not transport.is_reading()
         finally:
             flooding.cancel()
             client.close()
