@@ -31,8 +31,8 @@ place; the worker's own code in main-container mode (255 when a signal ended it)
 signal n; 0 never otherwise (a sidecar runs until its pod ends).
 
 Small by design: it runs in every pod of the largest JobSets. It imports the raw client and the
-API constants, nothing of the controller (no models, no pydantic, no metrics server): start and
-RSS are measured by tests/unit/test_agent_footprint.py.
+API constants, nothing of the controller (no models, no pydantic, no metrics server):
+tests/unit/agent/test_agent_footprint.py checks what it loads.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from jobset_controller.api.constants import (
     RestartStrategy,
 )
 from jobset_controller.runtime.interrupts import StopSignals, by_signal
+from jobset_controller.runtime.resources import PODS, Resource
 
 # What the agent's ServiceAccount needs, in the pod's namespace (each with why): the RBAC example
 # (manifests/in-place-restart-agent, the chart's `inPlaceRestartAgent`) is generated from it.
@@ -68,6 +69,8 @@ AGENT_RULES: Final[tuple[Mapping[str, Any], ...]] = (
     # Its own pod's attempt annotation, by server-side apply (never a create).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
 )
+# Where the agent reads its JobSet and writes its pod (paths built by `Resource.path`).
+JOBSETS: Final = Resource(GROUP, VERSION, PLURAL)
 NAMESPACE_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 FIELD_MANAGER: Final = "in-place-restart-agent"
 DEFAULT_PROBE_PATH: Final = "/barrier-is-down"
@@ -254,7 +257,7 @@ class Agent:
 
     # -- the JobSet
     def _jobsets_path(self) -> str:
-        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.env.namespace}/{PLURAL}"
+        return JOBSETS.path(self.env.namespace)
 
     async def _watch_forever(self) -> None:
         delay = _BACKOFF_START
@@ -295,7 +298,7 @@ class Agent:
         while True:
             action = decide(jobset, self.attempt, self.barrier_active, self.env.exit_code)
             if isinstance(action, Annotate):
-                path = f"/api/v1/namespaces/{self.env.namespace}/pods/{self.env.pod_name}"
+                path = PODS.path(self.env.namespace, self.env.pod_name)
                 await self.client.apply(
                     path, annotation_patch(self.env, action.attempt), field_manager=FIELD_MANAGER
                 )

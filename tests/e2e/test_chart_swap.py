@@ -48,7 +48,8 @@ import yaml
 from cryptography import x509
 
 from jobset_controller.controller.webhookcerts import CA_COMMON_NAME, CA_ORGANIZATION
-from jobset_controller.runtime.certs import Action, CertPolicy, Identity, Material, renew
+from jobset_controller.manager.environment import default_cert_policy
+from jobset_controller.runtime.certs import Action, Identity, Material, renew
 from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_true
 from jobset_controller_dev.envtest.install import chart_fullname
@@ -394,7 +395,7 @@ def upstream_rotator(cluster: FullCluster) -> Material:
             Action.NEW_CA,
             Identity(CA_COMMON_NAME, CA_ORGANIZATION, (f"{WEBHOOK_SERVICE}.{SYSTEM}.svc",),
                      ("127.0.0.1",)),
-            CertPolicy(),
+            default_cert_policy(),
             datetime.datetime.now(datetime.UTC),
         )  # fmt: skip
         secret["data"] = material.secret_data()

@@ -103,7 +103,8 @@ def creates_mode_dependent_jobs(plan: Plan) -> bool:
 
 
 class JobSetController:
-    """Owns the JobSet, Job, Service and PVC informers and reconciles one key at a time."""
+    """Owns the JobSet, Job, Service and PVC informers (with gang scheduling served, the
+    Workload and PodGroup ones too) and reconciles one key at a time."""
 
     def __init__(
         self,

@@ -47,7 +47,7 @@ async def scheduling_api_served(client: KubeClient) -> bool:
     """Whether the API server lists both ``workloads`` and ``podgroups`` in
     scheduling.k8s.io/v1beta1 (any error, 404 included, means no)."""
     try:
-        listing = await client.get(f"/apis/{WORKLOADS.api_version}")
+        listing = await client.get(WORKLOADS.group_version_path)
     except ApiError:
         return False
     names = {str(entry.get("name")) for entry in listing.get("resources") or ()}

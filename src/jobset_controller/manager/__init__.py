@@ -2,7 +2,8 @@
 
 Each module owns one concern:
 
-- `environment`: the options (flags merged over the Configuration, which owns every default),
+- `environment`: the options (flags merged over the Configuration; config.py owns every
+  default, the certificates' lifetimes included),
   the namespaces, the identity;
 - `certificates`: where each HTTPS port's certificate comes from (one context builder for all);
 - `servers`: the served ports (health, metrics, webhooks) as runnables; a new port lands here;
