@@ -44,7 +44,7 @@ from jobset_controller.api.constants import RestartStrategy
 from jobset_controller.api.naming import jobset_subdomain
 from jobset_controller.controller.deletions import DeleteExpectations
 from jobset_controller.controller.executor import Executor
-from jobset_controller.controller.expectations import CreateExpectations
+from jobset_controller.controller.create_expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import JOBSET_PODS
