@@ -42,7 +42,7 @@ from jobset_controller import api, reconcile
 from jobset_controller.api import FeatureGates
 from jobset_controller.api.constants import RestartStrategy
 from jobset_controller.api.naming import jobset_subdomain
-from jobset_controller.controller.deletions import DeleteExpectations
+from jobset_controller.controller.delete_expectations import DeleteExpectations
 from jobset_controller.controller.executor import Executor
 from jobset_controller.controller.create_expectations import CreateExpectations
 from jobset_controller.controller.informers import OWNER_UID, build_informers
