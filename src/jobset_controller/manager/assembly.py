@@ -23,9 +23,9 @@ from jobset_controller.manager.environment import ManagerOptions, controller_nam
 from jobset_controller.manager.warmup import warm_up
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource
-from jobset_controller.runtime.httpserver import parse_bind_address
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import trim_once_quiet
+from jobset_controller.runtime.metrics_and_health import parse_bind_address
 from jobset_controller.runtime.runnables import Group, Runnable, Runnables
 from jobset_controller.webhook.pods import Lookups
 

@@ -1,7 +1,7 @@
 """The API client's HTTP/1.1 connection pool: keep-alive connections to the API server on
 asyncio protocols. (Its siblings: runtime/http1server.py is the generic HTTP/1.1 server under the
-webhook, metrics and health endpoints; runtime/httpserver.py is the metrics and health servers
-built on it.) runtime/client.py's KubeClient sends every request through this pool.
+webhook, metrics and health endpoints; runtime/metrics_and_health.py is the metrics and health
+servers built on it.) runtime/client.py's KubeClient sends every request through this pool.
 
 Why our own and not aiohttp's client: a controller sends one kind of request to one server,
 JSON in and JSON out, and most of what a general client does per request (URL objects, cookie

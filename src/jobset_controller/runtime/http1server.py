@@ -1,7 +1,8 @@
 """The generic HTTP/1.1 server on asyncio protocols, under the webhook, metrics and health
-endpoints. (Its siblings: runtime/httpserver.py builds the metrics and health servers on it, and
-webhook/server.py the admission server; runtime/http1client.py is the API client's connection
-pool, the other direction.) It knows routes, requests and replies, nothing of what they serve.
+endpoints. (Its siblings: runtime/metrics_and_health.py builds the metrics and health servers on
+it, and webhook/server.py the admission server; runtime/http1client.py is the API client's
+connection pool, the other direction.) It knows routes, requests and replies, nothing of what
+they serve.
 
 Why our own and not aiohttp's server: those endpoints need exact-path routing, a request body,
 one header and a status with a body back. aiohttp brought them at ~170 ms of imports before
