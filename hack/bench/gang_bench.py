@@ -87,7 +87,7 @@ from benchlib import (
 )
 
 from jobset_controller.api.constants import JOBSET_NAME_KEY
-from jobset_controller.api.scheduling import SCHEDULING_API_VERSION
+from jobset_controller.api.gang import SCHEDULING_API_VERSION
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION

@@ -44,8 +44,8 @@ import structlog
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
 from jobset_controller.api import FeatureGates
+from jobset_controller.controller.gang import scheduling_api_served
 from jobset_controller.controller.jobset import JobSetController
-from jobset_controller.controller.scheduling import scheduling_api_served
 from jobset_controller.manager import assembly, certificates, controllers, leadership, servers
 from jobset_controller.manager.environment import (
     ManagerOptions,
@@ -189,7 +189,7 @@ class Manager:
 
     async def _discover_scheduling_api(self, client: KubeClient) -> bool:
         """With the JobSetWorkloadAwareSchedulingAPI gate only: whether the API server serves
-        the Workload and PodGroup API (controller.scheduling). Without it the controller runs
+        the Workload and PodGroup API (controller.gang). Without it the controller runs
         and says so per JobSet (WorkloadAPIUnavailable) instead of failing."""
         gates = FeatureGates.from_mapping(self.options.config.feature_gates)
         if not gates.workload_aware_scheduling:

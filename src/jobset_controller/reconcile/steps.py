@@ -67,6 +67,14 @@ from jobset_controller.reconcile.draft import StatusDraft
 from jobset_controller.reconcile.elastic import elastic_patches
 from jobset_controller.reconcile.execution_attempts import count_resume, start_counting
 from jobset_controller.reconcile.failure_policy import Blocked, execute_failure_policy
+from jobset_controller.reconcile.gang import (
+    ResumeHold,
+    SchedulingOutcome,
+    link_jobs,
+    plan_scheduling,
+    resume_hold,
+    stale_links,
+)
 from jobset_controller.reconcile.in_place_restart import (
     InPlaceOutcome,
     reconcile_in_place_restart,
@@ -78,14 +86,6 @@ from jobset_controller.reconcile.jobs import uid_of as job_uid
 from jobset_controller.reconcile.managed_by import is_managed_by_this_controller
 from jobset_controller.reconcile.plan import Event, JobDelete, JobPatch, Plan
 from jobset_controller.reconcile.rejection import find_rejection, validation_message
-from jobset_controller.reconcile.scheduling import (
-    ResumeHold,
-    SchedulingOutcome,
-    link_jobs,
-    plan_scheduling,
-    resume_hold,
-    stale_links,
-)
 from jobset_controller.reconcile.service import service_to_create
 from jobset_controller.reconcile.snapshot import Snapshot
 from jobset_controller.reconcile.status import render_status, same_status

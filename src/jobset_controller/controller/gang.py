@@ -1,5 +1,5 @@
 """Gang scheduling (KEP-969, gate JobSetWorkloadAwareSchedulingAPI): the thin shell around the
-pure decisions of ``reconcile.scheduling``.
+pure decisions of ``reconcile.gang``.
 
 - ``scheduling_api_served``: one discovery request at start (only with the gate on) says whether
   the API server serves scheduling.k8s.io/v1beta1 Workloads and PodGroups (Kubernetes >= 1.37
@@ -38,7 +38,7 @@ _KEPT_METADATA = (
 )
 _KEPT_CONDITION = ("type", "status", "reason", "message")
 # kube-scheduler's condition on a PodGroup (k8s.io/api scheduling/v1beta1). Spelled here, not
-# imported from reconcile.scheduling: the shell loads before /readyz, the pure reconcile (and
+# imported from reconcile.gang: the shell loads before /readyz, the pure reconcile (and
 # pydantic behind it) only after (tests/unit/manager/test_start_imports.py).
 POD_GROUP_SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
 
