@@ -11,7 +11,7 @@ Each module owns one concern:
   a new informer added to a unit is part of /readyz by construction;
 - `leadership`: the Lease and its own client;
 - `shutdown`: the stop order and its budgets;
-- `warmup`: what is loaded once the process is ready;
+- `preload`: what is loaded once the process is ready;
 - `assembly`: every part built and its runnables declared (the one list of parts);
 - `lifecycle`: `Manager.run`, the phases in order over `runtime.runnables`' groups.
 

@@ -20,7 +20,7 @@ from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.manager import certificates, controllers, servers
 from jobset_controller.manager.build_info import register_build_info
 from jobset_controller.manager.environment import ManagerOptions, controller_namespace
-from jobset_controller.manager.warmup import warm_up
+from jobset_controller.manager.preload import warm_up
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource
 from jobset_controller.runtime.looplag import LoopLagMonitor
