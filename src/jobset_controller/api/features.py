@@ -25,6 +25,9 @@ _GATE_ATTRIBUTES: Mapping[str, str] = {
     "JobSetActiveDeadlineSeconds": "active_deadline_seconds",
 }
 
+# Upstream's gate names, in the order above: the one list of them.
+GATE_NAMES: tuple[str, ...] = tuple(_GATE_ATTRIBUTES)
+
 # GA gates cannot be switched off any more (value they are locked to).
 _LOCKED_GATES: Mapping[str, bool] = {"TLSOptions": True}
 

@@ -35,17 +35,21 @@ log = structlog.get_logger("manager")
 PROBE_WAITS_FOR_WEBHOOK = 15.0
 
 
+# The JobSet controller, as the run's parts hold it (lifecycle names no controller type).
+Controller = JobSetController
+
+
 @dataclass(frozen=True)
 class Parts:
     """What the rest of the run (and tests, benchmarks) reach into."""
 
-    controller: JobSetController
+    controller: Controller
     units: tuple[controllers.ControllerUnit, ...]
     webhooks: servers.Webhooks | None
     lag: LoopLagMonitor
 
 
-def build(
+async def build(
     options: ManagerOptions,
     client: KubeClient,
     runnables: Runnables,
@@ -55,13 +59,14 @@ def build(
     identity: str,
     clock: Clock,
     rng: RandomSource,
-    scheduling_api: bool = False,
+    wait: controllers.Waiter,
 ) -> Parts:
     """Build every part on `client` and add its runnables; CertificateError if a configured
-    certificate cannot be loaded. `scheduling_api`: discovery found the Workload and PodGroup
-    API (asked only with the JobSetWorkloadAwareSchedulingAPI gate)."""
+    certificate cannot be loaded. What a unit must learn from the API server before it is built
+    (the JobSet unit: whether the Workload API is served) is asked first, through `wait`."""
     config, add = options.config, runnables.add
     features = FeatureGates.from_mapping(config.feature_gates)
+    scheduling_api = await controllers.workload_api_served(client, features, wait)
     wiring = controllers.Wiring(
         client,
         controllers.SharedMetrics.of(registry),

@@ -15,7 +15,7 @@ import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ async def eventually(
 
 
 def poll(
-    check: Callable[[], T],
+    check: Callable[[], T | Literal[False] | None],
     what: str,
     within: float,
     *,
