@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 from benchlib import RawClient, Watcher
-from gang_bench import (
+from ganglib import (
     JOBSETS,
     NAMESPACE,
     Scheduler,
