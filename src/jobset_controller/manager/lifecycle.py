@@ -55,6 +55,7 @@ from jobset_controller.runtime.http1server import ACCEPT_ERRORS
 from jobset_controller.runtime.leaderelection import LeaderElector
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import malloc_trim
+from jobset_controller.runtime.metrics_and_health import AcceptErrorsCollector
 from jobset_controller.runtime.runnables import Group, NotSynced, Runnables
 
 log = structlog.get_logger("manager")
@@ -91,7 +92,7 @@ class Manager:
         # The served ports' refused accepts: one process-wide collector (http1server), in every
         # registry a manager serves (a second manager on the same registry finds it there).
         with contextlib.suppress(ValueError):
-            registry.register(ACCEPT_ERRORS)
+            registry.register(AcceptErrorsCollector(ACCEPT_ERRORS))
         self.registry = registry
         # One time line and one source of jitter for every runtime piece built here.
         self.clock: Clock = clock or RealClock()

@@ -91,17 +91,17 @@ def poll(
     AssertionError naming ``what``, the check's last falsy result when it was not a plain
     False, and ``state()`` when given (what the test knows of the state it waits on)."""
     started = time.monotonic()
-    limit = scaled(within)
     while True:
         result = check()
         if result:
             return result
-        if time.monotonic() - started > limit:
+        if time.monotonic() - started > scaled(within):
             last = "" if result is False or result is None else f"last result: {result!r}"
             seen = [part for part in (last, _describe_now(state)) if part]
             detail = "; ".join(seen)
             raise AssertionError(
-                f"{what}: not reached within {limit:g} s" + (f" ({detail})" if detail else "")
+                f"{what}: not reached within {scaled(within):g} s"
+                + (f" ({detail})" if detail else "")
             )
         time.sleep(interval)  # the poll's interval, not synchronisation
 
