@@ -27,6 +27,9 @@ SINGULAR: Final = "jobset"
 # (docs/behaviour.md#field-manager).
 FIELD_MANAGER: Final = "jobset"
 
+# A replicatedJob's groupName when unset (the group-name label of its Jobs and pods).
+DEFAULT_GROUP_NAME: Final = "default"
+
 # The reserved spec.managedBy value meaning "this controller" (docs/behaviour.md#managed-by).
 JOBSET_CONTROLLER_NAME: Final = "jobset.sigs.k8s.io/jobset-controller"
 
