@@ -37,58 +37,78 @@ test_venv() {
   fi
 }
 
-test_tools() {
-  step "tools: the images, Kubernetes, Kueue, Trainer, upstream's controller, Prometheus"
+test_tools() {  # [tool ...]: only these (hack/tools_needed.py's names); none named: all of them
+  local all=(image k8s kueue trainer upstream prometheus)
+  local wanted=("$@")
+  [ "${#wanted[@]}" -gt 0 ] || wanted=("${all[@]}")
+  want() { local t; for t in "${wanted[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
+  step "tools: ${wanted[*]}"
   # Each builds (once) or finds its cache, all at the same time: a cold build of each waits on
   # module downloads and single-threaded links as much as on compiling, so one after the other
   # left the cores idle for minutes. Each one's progress goes to stderr with its own prefix; the
   # last line of its stdout names what it made.
   #   the images the `image` tests run, one per release architecture (Dockerfile, podman,
   #   Debian's packages: no registry), then the emulator for the other architecture;
-  #   the Kubernetes binaries, all components (e2e needs the full cluster, node the kubelet);
+  #   the Kubernetes binaries, all components (e2e needs the full cluster, node the kubelet;
+  #   `k8s-helm`: helm alone, for the unit tests that render the chart);
   #   Kueue's manager for the `kueue` tests, Trainer v2.0.0 for the `trainer` tests, upstream's
   #   controller v0.12.0 with its manifests and chart (differential, swap, chart swap), built
   #   from the Go module proxy; then Prometheus and promtool from Debian's package, unpacked.
-  local tool out pids=() outs=()
-  for tool in image k8s-binaries kueue trainer upstream-jobset; do
-    out=$(mktemp)
-    if [ "$tool" = image ]; then
-      { hack/image.sh --arch amd64,arm64 && hack/qemu.sh; } >"$out" &
-    else
-      hack/$tool.sh >"$out" &
+  local tool out pids=() names=()
+  declare -A outs=()
+  for tool in image k8s kueue trainer upstream; do
+    if ! want "$tool" && ! { [ "$tool" = k8s ] && want k8s-helm; }; then
+      continue
     fi
+    out=$(mktemp)
+    case "$tool" in
+      image) { hack/image.sh --arch amd64,arm64 && hack/qemu.sh; } >"$out" & ;;
+      k8s) if want k8s; then hack/k8s-binaries.sh >"$out" & else hack/k8s-binaries.sh helm >"$out" & fi ;;
+      kueue) hack/kueue.sh >"$out" & ;;
+      trainer) hack/trainer.sh >"$out" & ;;
+      upstream) hack/upstream-jobset.sh >"$out" & ;;
+    esac
     pids+=($!)
-    outs+=("$out")
+    names+=("$tool")
+    outs[$tool]=$out
   done
   local i
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}"
   done
-  # The image line's output: ..., the pause archive, the OCI archive, the manifest list, qemu.
-  JOBSET_QEMU_BIN=$(tail -n 1 "${outs[0]}")
-  JOBSET_IMAGE=$(tail -n 2 "${outs[0]}" | head -n 1)
-  local pause_archive
-  pause_archive=$(tail -n 4 "${outs[0]}" | head -n 1)
-  JOBSET_K8S_BIN=$(tail -n 1 "${outs[1]}")
-  JOBSET_KUEUE_BIN=$(tail -n 1 "${outs[2]}")
-  JOBSET_TRAINER_BIN=$(tail -n 1 "${outs[3]}")
-  JOBSET_UPSTREAM_BIN=$(tail -n 1 "${outs[4]}")
-  rm -f "${outs[@]}"
-  # What a user installs (manifests.yaml, the packaged chart, the images' OCI archive), made
-  # from the images above with the kubectl and helm just built: the node tier installs from
-  # them. Unchanged images and inputs: it finds its files and returns in seconds.
-  local version
-  version=v$("$venv/bin/python" -c 'import jobset_controller; print(jobset_controller.__version__)')
-  JOBSET_RELEASE_DIR=$(hack/release.sh --version "$version" \
-    --out "${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}/release" |
-    tail -n 1)
-  JOBSET_IMAGE_ARCHIVES="$pause_archive:$JOBSET_RELEASE_DIR/jobset-controller-$version.oci.tar"
-  # After the others: it runs apt-get, as the image's hack/node-packages.sh and hack/qemu.sh
-  # may, and two apt-gets at once meet apt's locks.
-  JOBSET_PROMETHEUS_BIN=$(hack/prometheus.sh | tail -n 1)
-  export "${tool_exports[@]}"
+  if [ -n "${outs[image]:-}" ]; then
+    # The image line's output: ..., the pause archive, the OCI archive, the manifest list, qemu.
+    JOBSET_QEMU_BIN=$(tail -n 1 "${outs[image]}")
+    JOBSET_IMAGE=$(tail -n 2 "${outs[image]}" | head -n 1)
+    local pause_archive
+    pause_archive=$(tail -n 4 "${outs[image]}" | head -n 1)
+  fi
+  [ -z "${outs[k8s]:-}" ] || JOBSET_K8S_BIN=$(tail -n 1 "${outs[k8s]}")
+  [ -z "${outs[kueue]:-}" ] || JOBSET_KUEUE_BIN=$(tail -n 1 "${outs[kueue]}")
+  [ -z "${outs[trainer]:-}" ] || JOBSET_TRAINER_BIN=$(tail -n 1 "${outs[trainer]}")
+  [ -z "${outs[upstream]:-}" ] || JOBSET_UPSTREAM_BIN=$(tail -n 1 "${outs[upstream]}")
+  [ "${#outs[@]}" -eq 0 ] || rm -f "${outs[@]}"
+  if want image; then
+    # What a user installs (manifests.yaml, the packaged chart, the images' OCI archive), made
+    # from the images above with the kubectl and helm just built: the node tier installs from
+    # them. Unchanged images and inputs: it finds its files and returns in seconds.
+    local version
+    version=v$("$venv/bin/python" -c 'import jobset_controller; print(jobset_controller.__version__)')
+    JOBSET_RELEASE_DIR=$(hack/release.sh --version "$version" \
+      --out "${JOBSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobset-controller}/release" |
+      tail -n 1)
+    JOBSET_IMAGE_ARCHIVES="$pause_archive:$JOBSET_RELEASE_DIR/jobset-controller-$version.oci.tar"
+  fi
+  if want prometheus; then
+    # After the others: it runs apt-get, as the image's hack/node-packages.sh and hack/qemu.sh
+    # may, and two apt-gets at once meet apt's locks.
+    JOBSET_PROMETHEUS_BIN=$(hack/prometheus.sh | tail -n 1)
+  fi
   for i in "${tool_exports[@]}"; do
-    [ "$i" = JOBSET_IMAGE_ARCHIVES ] || echo "using $i=${!i}"
+    if [ -n "${!i:-}" ]; then
+      export "${i?}"
+      [ "$i" = JOBSET_IMAGE_ARCHIVES ] || echo "using $i=${!i}"
+    fi
   done
 
   # Every test talks to 127.0.0.1 only: make sure no proxy from the environment ever sees it.
@@ -120,7 +140,9 @@ test_tools_start() {
     echo 19 >/proc/self/autogroup 2>/dev/null || true
     . hack/test-env.sh
     test_tools
-    for i in "${tool_exports[@]}" NO_PROXY no_proxy; do printf "export %s=%q\n" "$i" "${!i}"; done \
+    for i in "${tool_exports[@]}" NO_PROXY no_proxy; do
+      [ -z "${!i:-}" ] || printf "export %s=%q\n" "$i" "${!i}"
+    done \
       >build/tools.env.tmp
     mv build/tools.env.tmp build/tools.env
   ' >build/tools.log 2>&1 &

@@ -3,7 +3,8 @@
 #
 #   1. a virtualenv in .venv with the project and its test extras, and the tools the tests run
 #      (Kubernetes binaries, Kueue, upstream's controller, the image, Prometheus), built once and
-#      cached outside the repo: hack/test-env.sh;
+#      cached outside the repo: hack/test-env.sh; with arguments, only the tools the selected
+#      tests need (hack/tools_needed.py), so `hack/test.sh tests/unit -m "not tools"` builds none;
 #   2. ruff (lint + format check), mypy (strict), the import contracts (lint-imports, from
 #      pyproject.toml);
 #   3. the unit tier on every other python3.X found (hack/test-pythons.sh --part unit);
@@ -26,7 +27,15 @@ whole=$(( $# == 0 ))
 if [ "$whole" = 1 ]; then
   test_tools_start
 else
-  test_tools
+  # A selection builds only what its tests run (hack/tools_needed.py: pytest collects it and
+  # its markers name the tools; the unit tier without the `tools` tests needs none).
+  step "which tools the selection needs"
+  mapfile -t needed < <("$venv/bin/python" hack/tools_needed.py "$@")
+  if [ "${#needed[@]}" -gt 0 ]; then
+    test_tools "${needed[@]}"
+  else
+    echo "none: nothing is built"
+  fi
 fi
 
 step "ruff"

@@ -59,7 +59,7 @@ from typing import Any
 import aiohttp
 import orjson
 import yaml
-from benchlib import Controller, RawClient, process_cpu
+from benchlib import Controller, RawClient, count, process_cpu
 from cpu_bench import JOBS, JOBSETS, jobset
 from runtime_venv import CACHE, ROOT, runtime_python
 from upstreamlib import UpstreamController, scraper_token
@@ -347,11 +347,6 @@ async def wait_answers(url: str, bodies: dict[str, bytes], context: ssl.SSLConte
 
 
 # ----------------------------------------------------------------------------- measuring
-async def count(raw: RawClient, path: str) -> int:
-    status, body = await raw.request("GET", f"{path}?limit=1")
-    assert status == 200, body
-    items = len(body.get("items") or ())
-    return items + int((body.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
 @dataclass(frozen=True)

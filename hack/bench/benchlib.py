@@ -219,6 +219,26 @@ class Watcher:
         return time.perf_counter() - started
 
 
+async def count(raw: RawClient, path: str) -> int:
+    """Objects in a collection, from one item and the server's remainingItemCount: one cheap
+    request whatever the collection's size."""
+    status, body = await raw.request("GET", f"{path}?limit=1")
+    assert status == 200, body
+    items = len(body.get("items") or ())
+    return items + int((body.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
+async def wait_count(raw: RawClient, path: str, want: int, limit: float = 3600.0) -> float:
+    """Seconds until the collection holds at least `want` objects (polled every second);
+    TimeoutError after `limit` seconds."""
+    started = time.perf_counter()
+    while await count(raw, path) < want:
+        if time.perf_counter() - started > limit:
+            raise TimeoutError(f"{path}: fewer than {want}")
+        await asyncio.sleep(1.0)
+    return time.perf_counter() - started
+
+
 class CountWatch:
     """A watch in a process of its own (count_watch.py) that reports the moment it has seen
     `count` objects of one collection: the instrument both sides of a comparison are timed

@@ -3,9 +3,9 @@
 Why a process of its own: its RSS is what the bench reads (/proc/<pid>/statm), so nothing of the
 bench (its clients, its Go build) may share it. It is what `jobset-controller run` starts for the
 webhook port (`webhook.server.WebhookServer` with a context from `runtime.servingtls`) and the
-health port (`runtime.httpserver.HealthServer`, plain HTTP), without the controller's informers
-around them, so the figures are the connections' and not the caches'. The source tree comes from
-PYTHONPATH, so an earlier commit's tree can be measured the same way.
+health port (`runtime.metrics_and_health.HealthServer`, plain HTTP), without the controller's
+informers around them, so the figures are the connections' and not the caches'. The source tree
+comes from PYTHONPATH, so an earlier commit's tree can be measured the same way.
 
     python conn_server.py CERT_DIR    # prints one line, "ready <webhook port> <health port>"
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 async def main(cert_dir: Path) -> None:
     from jobset_controller.api import FeatureGates
-    from jobset_controller.runtime.httpserver import HealthServer
     from jobset_controller.runtime.logging import configure_logging
+    from jobset_controller.runtime.metrics_and_health import HealthServer
     from jobset_controller.runtime.servingtls import pair_context
     from jobset_controller.webhook.server import WebhookServer
 

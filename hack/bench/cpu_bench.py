@@ -67,6 +67,7 @@ from runtime_venv import runtime_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api import JobSet, default_jobset
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.cli import build_parser
 from jobset_controller.config import Configuration
 from jobset_controller.reconcile.desired_jobs import construct_job
@@ -102,7 +103,7 @@ def raw_job_bodies(namespace: str, count: int) -> list[bytes]:
     bodies = []
     for index in range(count):
         job = construct_job(js, rjob, index, restarts=0, job_restart_attempt=None)
-        job["metadata"]["labels"].pop("jobset.sigs.k8s.io/jobset-name")
+        job["metadata"]["labels"].pop(JOBSET_NAME_KEY)
         bodies.append(orjson.dumps(job))
     return bodies
 
@@ -291,12 +292,12 @@ async def run_tree(
         if "complete" in scenarios:
             ns = await namespace("done")
             jobs = Watcher(raw, JOBS.format(ns=ns))
-            seen: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+            jobset_writes: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
             counting = False
 
             def on_jobset(kind: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
                 if counting and kind == "MODIFIED":
-                    seen[new["metadata"]["name"]].append(
+                    jobset_writes[new["metadata"]["name"]].append(
                         ((old or {}).get("status"), new.get("status"))
                     )
 
@@ -313,7 +314,7 @@ async def run_tree(
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             patches = []
             for job in sorted(jobs.objects.values(), key=lambda j: j["metadata"]["name"]):
-                status = {
+                complete = {
                     "startTime": now, "completionTime": now, "active": 0, "ready": 0,
                     "succeeded": 1, "completedIndexes": "0",
                     "conditions": [
@@ -325,7 +326,7 @@ async def run_tree(
                 patches.append(
                     (
                         JOBS.format(ns=ns) + f"/{job['metadata']['name']}/status",
-                        orjson.dumps({"status": status}),
+                        orjson.dumps({"status": complete}),
                     )
                 )
             req0 = await controller.requests()
@@ -346,9 +347,9 @@ async def run_tree(
             out["complete_cpu_s"] = cpu1 - cpu0
             out["complete_status_writes"] = req1.get("PUT", 0) - req0.get("PUT", 0)
             out["complete_conflicts"] = req1.get("code:409", 0) - req0.get("code:409", 0)
-            out["complete_jobset_writes_seen"] = sum(len(w) for w in seen.values())
-            extra = {name: w for name, w in seen.items() if len(w) != 1}
-            noop = sum(1 for w in seen.values() for old, new in w if old == new)
+            out["complete_jobset_writes_seen"] = sum(len(w) for w in jobset_writes.values())
+            extra = {name: w for name, w in jobset_writes.items() if len(w) != 1}
+            noop = sum(1 for w in jobset_writes.values() for old, new in w if old == new)
             out["complete_noop_writes"] = noop
             for name, changes in list(extra.items())[:3]:
                 print(f"  [{tag}] {name}: {len(changes)} writes")

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import orjson
-from benchlib import Controller, RawClient, parse_metrics
+from benchlib import Controller, RawClient, count, parse_metrics
 from cpu_bench import JOBSETS, jobset
 from runtime_venv import runtime_python
 from upstreamlib import UpstreamController, scraper_token
@@ -49,13 +49,6 @@ def suspended(name: str) -> bytes:
     manifest = jobset(name, 1)
     manifest["spec"]["suspend"] = True
     return orjson.dumps(manifest)
-
-
-async def count(raw: RawClient, path: str) -> int:
-    status, body = await raw.request("GET", f"{path}?limit=1")
-    assert status == 200, body
-    items = len(body.get("items") or ())
-    return items + int((body.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
 async def refused_event_writes(raw: RawClient) -> float:

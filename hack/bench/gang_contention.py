@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 from benchlib import RawClient, Watcher
-from gang_bench import (
+from ganglib import (
     JOBSETS,
     NAMESPACE,
     Scheduler,
@@ -58,6 +58,7 @@ from gang_bench import (
     manifest,
 )
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import (
     RUN_DURATION_ANNOTATION,
@@ -65,7 +66,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
 )
 
 CONTENTION_MODES = ("none", "gang")
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_NAME_LABEL = JOBSET_NAME_KEY
 # A partial placement shorter than this is a gang's binding calls in flight, not a hold.
 BINDING_IN_FLIGHT = 5.0
 SAMPLE_EVERY = 0.5

@@ -19,6 +19,12 @@ import time
 import tracemalloc
 from typing import Any
 
+from jobset_controller.api.constants import (
+    JOB_INDEX_KEY,
+    JOBSET_NAME_KEY,
+    REPLICATED_JOB_NAME_KEY,
+    RESTARTS_KEY,
+)
 from jobset_controller.controller.informers import trim_job
 from jobset_controller.controller.resources import JOBS
 from jobset_controller.runtime.client import KubeClient
@@ -29,10 +35,10 @@ from jobset_controller_dev.envtest import ControlPlane
 
 def job(i: int) -> dict[str, Any]:
     labels = {
-        "jobset.sigs.k8s.io/jobset-name": "bench",
-        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
-        "jobset.sigs.k8s.io/job-index": str(i),
-        "jobset.sigs.k8s.io/restart-attempt": "0",
+        JOBSET_NAME_KEY: "bench",
+        REPLICATED_JOB_NAME_KEY: "workers",
+        JOB_INDEX_KEY: str(i),
+        RESTARTS_KEY: "0",
     }
     container = {
         "name": "trainer",

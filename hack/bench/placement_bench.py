@@ -67,6 +67,12 @@ from benchlib import (
 )
 
 from jobset_controller.api import JobSet, default_jobset
+from jobset_controller.api.constants import (
+    EXCLUSIVE_KEY,
+    JOBSET_NAME_KEY,
+    NODE_SELECTOR_STRATEGY_KEY,
+    RESTARTS_KEY,
+)
 from jobset_controller.controller.pods import trim_pod
 from jobset_controller.webhook.pods import MUTATE_POD_PATH, VALIDATE_POD_PATH
 from jobset_controller_dev.envtest.controller import write_configuration
@@ -83,10 +89,10 @@ from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import UpstreamController, ensure_upstream
 from jobset_controller_dev.envtest.webhooks import MUTATING, VALIDATING, pod_webhook_configuration
 
-EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/node-selector"
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+EXCLUSIVE = EXCLUSIVE_KEY
+NODE_SELECTOR = NODE_SELECTOR_STRATEGY_KEY
+JOBSET_NAME = JOBSET_NAME_KEY
+ATTEMPT = RESTARTS_KEY
 OURS, UPSTREAM = "ours", "upstream"
 STRATEGIES = ("none", "affinity", "reject", "gate", "node-selector")
 UPSTREAM_STRATEGIES = ("none", "reject", "node-selector")

@@ -50,10 +50,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchlib import Controller, RawClient, process_cpu
+from benchlib import Controller, RawClient, count, process_cpu, wait_count
 from cpu_bench import JOBS, JOBSETS
 from upstreamlib import UpstreamController
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.api.defaults import default_jobset
 from jobset_controller.api.types import JobSet
 from jobset_controller_dev.envtest.fullcluster import FullCluster
@@ -173,22 +174,6 @@ def etcd_db_bytes(cluster: FullCluster) -> tuple[float, float]:
     )
 
 
-async def count(raw: RawClient, path: str) -> int:
-    """Objects in a collection, from one item and the server's remainingItemCount."""
-    status, body = await raw.request("GET", f"{path}?limit=1")
-    assert status == 200, body
-    items = len(body.get("items") or ())
-    return items + int((body.get("metadata") or {}).get("remainingItemCount") or 0)
-
-
-async def wait_count(raw: RawClient, path: str, want: int, limit: float = 3600.0) -> None:
-    started = time.perf_counter()
-    while await count(raw, path) < want:
-        if time.perf_counter() - started > limit:
-            raise TimeoutError(f"{path}: fewer than {want}")
-        await asyncio.sleep(1.0)
-
-
 def cluster_pids(cluster: FullCluster) -> dict[str, int]:
     out = {}
     for name, proc in (
@@ -217,7 +202,7 @@ async def quiet_cluster(cluster: FullCluster, limit: float = 3600.0) -> None:
 
 
 async def pods_running(raw: RawClient, jobset_name: str, want: int) -> bool:
-    selector = f"jobset.sigs.k8s.io/jobset-name%3D{jobset_name}"
+    selector = f"{JOBSET_NAME_KEY}%3D{jobset_name}"
     status, body = await raw.request("GET", f"{PODS.format(ns=NAMESPACE)}?labelSelector={selector}")
     assert status == 200, body
     phases = [(p.get("status") or {}).get("phase") for p in body.get("items") or ()]

@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import calendar
+import functools
 import os
 import statistics
 import sys
@@ -66,6 +67,7 @@ from typing import Any
 import yaml
 from benchlib import process_cpu
 
+from jobset_controller.api.constants import RESTARTS_KEY
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.agents import HostKubelet
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
@@ -88,7 +90,7 @@ from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavaila
 from jobset_controller_dev.image.release import release_files
 
 ROOT = Path(__file__).resolve().parents[2]
-RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+RESTARTS_LABEL = RESTARTS_KEY
 STRATEGIES = ("InPlaceRestart", "Recreate")
 # What in-place restart is for, at a realistic start cost: its time at most this share of
 # Recreate's at S = 30 s (printed against the largest --start-costs).
@@ -284,7 +286,7 @@ def measure(
         began = time.time()
         (host_dir / "fail-0").write_text("")
         last = wait(
-            lambda since=began: all_started_after(log, since, pods),
+            functools.partial(all_started_after, log, began, pods),
             f"{strategy}: every worker running again",
         )
         figures.seconds.append(last - began)
@@ -313,13 +315,13 @@ def print_timeline(node: RealNode, namespace: str, began: float, log: Path) -> N
             if len(parts) < 4 or " in-place-restart-agent: " not in parts[3]:
                 continue
             stamp, _, rest = parts[3].partition(" in-place-restart-agent: ")
-            when = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
-            when += float("0" + stamp[19:-1]) if stamp[19:-1] else 0.0
+            whole = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+            when = whole + (float("0" + stamp[19:-1]) if stamp[19:-1] else 0.0)
             if when >= began - 0.5:
                 events.append((when - began, f"{name[-5:]} agent: {rest[:60]}"))
-    for index, stamp in starts(log):
-        if stamp > began:
-            events.append((stamp - began, f"worker {index} started"))
+    for index, started in starts(log):
+        if started > began:
+            events.append((started - began, f"worker {index} started"))
     print("  timeline of the last InPlaceRestart round (s after the failure):", file=sys.stderr)
     for offset, what in sorted(events):
         print(f"    {offset:6.2f}  {what}", file=sys.stderr)
@@ -490,7 +492,9 @@ async def _kwok_one(
                     assert host is not None
                     uid = next(u for u, n in host.names.items() if n == victim)
                     await host.kill(uid)
-                await _until(lambda a=attempt: current(a), f"every agent at attempt {attempt}")
+                await _until(
+                    functools.partial(current, attempt), f"every agent at attempt {attempt}"
+                )
                 figures.seconds.append(time.monotonic() - began)
                 if pool is not None:
                     figures.notes.append(f"agents' CPU {pool.cpu() - cpu:.2f} s")
@@ -517,7 +521,9 @@ async def _kwok_one(
                 }
             }
             await client.merge_patch(f"{pod_path}/{victim}", patch)
-            await _until(lambda a=attempt: running(a), f"every pod of attempt {attempt} Running")
+            await _until(
+                functools.partial(running, attempt), f"every pod of attempt {attempt} Running"
+            )
             figures.seconds.append(time.monotonic() - began)
             _report("kwok", cost, strategy, figures)
     cluster.delete_namespace(namespace)

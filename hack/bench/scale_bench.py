@@ -43,28 +43,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchlib import Controller, RawClient, worst_lag
+from benchlib import Controller, RawClient, wait_count, worst_lag
 from cpu_bench import JOBS, JOBSETS, jobset
 from queue_bench import queue_compare, queue_options
 
 from jobset_controller_dev.envtest import ControlPlane
-
-
-async def count(raw: RawClient, path: str) -> int:
-    """Objects in a collection, from one item and the server's remainingItemCount."""
-    status, body = await raw.request("GET", f"{path}?limit=1")
-    assert status == 200, body
-    items = len(body.get("items") or ())
-    return items + int((body.get("metadata") or {}).get("remainingItemCount") or 0)
-
-
-async def wait_count(raw: RawClient, path: str, want: int, limit: float = 3600.0) -> float:
-    started = time.perf_counter()
-    while await count(raw, path) < want:
-        if time.perf_counter() - started > limit:
-            raise TimeoutError(f"{path}: fewer than {want}")
-        await asyncio.sleep(1.0)
-    return time.perf_counter() - started
 
 
 def manifest(name: str, replicas: int, suspended: bool) -> dict[str, Any]:

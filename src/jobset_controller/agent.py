@@ -30,9 +30,12 @@ cannot listen or a worker that cannot be started; ``IN_PLACE_RESTART_EXIT_CODE``
 place; the worker's own code in main-container mode (255 when a signal ended it); 128+n on
 signal n; 0 never otherwise (a sidecar runs until its pod ends).
 
-Small by design: it runs in every pod of the largest JobSets. It imports the raw client and the
-API constants, nothing of the controller (no models, no pydantic, no metrics server): start and
-RSS are measured by tests/unit/test_agent_footprint.py.
+Built on the controller's runtime: the API client, the informer (its watch of the JobSet), the
+HTTP/1.1 server (the startup probe) and the structured logs are the controller's own pieces. Small
+by design, since it runs in every pod of the largest JobSets: it loads nothing of the controller
+above the runtime (no models, no pydantic, no reconcile, no metrics server), which
+tests/unit/agent/test_agent_footprint.py checks; hack/bench/agent_bench.py measures its start
+and memory.
 """
 
 from __future__ import annotations
@@ -41,14 +44,16 @@ import argparse
 import asyncio
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+
+import structlog
 
 from jobset_controller.api.constants import (
     DISABLE_IN_PLACE_RESTART_KEY,
@@ -56,8 +61,15 @@ from jobset_controller.api.constants import (
     IN_PLACE_RESTART_ATTEMPT_KEY,
     PLURAL,
     VERSION,
+    RestartStrategy,
 )
+from jobset_controller.runtime.client import ClientSettings, KubeClient
+from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
+from jobset_controller.runtime.http1server import HttpServer, Reply, Request, not_found
+from jobset_controller.runtime.informer import Handlers, Informer
 from jobset_controller.runtime.interrupts import StopSignals, by_signal
+from jobset_controller.runtime.logging import configure_logging
+from jobset_controller.runtime.resources import PODS, Resource
 
 # What the agent's ServiceAccount needs, in the pod's namespace (each with why): the RBAC example
 # (manifests/in-place-restart-agent, the chart's `inPlaceRestartAgent`) is generated from it.
@@ -67,16 +79,18 @@ AGENT_RULES: Final[tuple[Mapping[str, Any], ...]] = (
     # Its own pod's attempt annotation, by server-side apply (never a create).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
 )
+# Where the agent reads its JobSet and writes its pod (paths built by `Resource.path`).
+JOBSETS: Final = Resource(GROUP, VERSION, PLURAL)
 NAMESPACE_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 FIELD_MANAGER: Final = "in-place-restart-agent"
 DEFAULT_PROBE_PATH: Final = "/barrier-is-down"
 DEFAULT_PROBE_PORT: Final = "8081"
 DEFAULT_EXIT_CODE: Final = "1"
-IN_PLACE_RESTART: Final = "InPlaceRestart"
-# Watches end after a few minutes on the server's side; a silent one longer than this is dead.
-_WATCH_SECONDS: Final = 300
+IN_PLACE_RESTART: Final = RestartStrategy.IN_PLACE_RESTART.value
+# A watch silent longer than this (no event, no bookmark) is re-opened (runtime/informer.py).
 _READ_TIMEOUT: Final = 330.0
-_BACKOFF_START: Final = 0.1
+# A failed action's back-off: doubling from the first to the cap, each wait in [d, 2d).
+_BACKOFF_INITIAL: Final = 0.8
 _BACKOFF_MAX: Final = 30.0
 _DECIMAL: Final = re.compile(r"[+-]?[0-9]+")
 
@@ -214,25 +228,52 @@ def annotation_patch(env: Env, attempt: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------- the process
+_log = structlog.get_logger("in-place-restart-agent")
+
+
 def log(message: str, **fields: object) -> None:
-    """One line on stderr: time, message, key=value pairs."""
-    now = time.time()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
-    extra = "".join(f" {key}={value!r}" for key, value in fields.items())
-    print(f"{stamp} in-place-restart-agent: {message}{extra}", file=sys.stderr, flush=True)
+    """One structured line on stderr (runtime/logging.py: JSON in a pod, readable on a terminal)."""
+    _log.info(message, **fields)
 
 
 class Agent:
-    """The barrier of one pod (module docstring). ``run`` returns the process's exit code."""
+    """The barrier of one pod (module docstring). ``run`` returns the process's exit code.
 
-    def __init__(self, env: Env, client: Any) -> None:
+    The JobSet is watched by the controller's own informer (runtime/informer.py: LIST then WATCH
+    with a field selector on the name, bookmarks, relists on expiry, jittered back-off); its
+    handlers only flag a change, and one loop acts on the latest cached JobSet, so a burst of
+    events costs one decision. An action that fails (the annotation's apply) is tried again on
+    the same jittered back-off as the informer's, measured on the same clock."""
+
+    def __init__(
+        self,
+        env: Env,
+        client: KubeClient,
+        *,
+        clock: Clock | None = None,
+        rng: RandomSource = random,
+    ) -> None:
         self.env = env
         self.client = client
         self.attempt: int | None = None
         self.barrier_active = True
         self.exit_code: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._clock: Clock = clock or RealClock()
+        self._rng = rng
+        self._changed = asyncio.Event()
+        self._key = f"{env.namespace}/{env.jobset_name}"
+        self.informer = Informer(
+            client,
+            JOBSETS,
+            namespace=env.namespace,
+            field_selector=f"metadata.name={env.jobset_name}",
+            handlers=Handlers(on_add=self._flag, on_update=lambda old, new: self._flag(new)),
+            read_timeout=_READ_TIMEOUT,
+            clock=self._clock,
+            rng=rng,
+        )
         self._tasks: set[asyncio.Task[None]] = set()
-        self._server: asyncio.Server | None = None
+        self._server: HttpServer | None = None
         self._worker: asyncio.subprocess.Process | None = None
 
     def finish(self, code: int) -> None:
@@ -240,61 +281,49 @@ class Agent:
             self.exit_code.set_result(code)
 
     async def run(self) -> int:
-        watch = asyncio.create_task(self._watch_forever())
+        watching = [asyncio.create_task(self.informer.run()), asyncio.create_task(self._follow())]
         try:
             return await self.exit_code
         finally:
-            watch.cancel()
-            for task in list(self._tasks):
+            for task in [*watching, *self._tasks]:
                 task.cancel()
+            await asyncio.gather(*watching, *self._tasks, return_exceptions=True)
             await self._stop_worker()
             if self._server is not None:
-                self._server.close()
+                await self._server.stop()
 
     # -- the JobSet
-    def _jobsets_path(self) -> str:
-        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.env.namespace}/{PLURAL}"
+    def _flag(self, jobset: Mapping[str, Any]) -> None:
+        self._changed.set()
 
-    async def _watch_forever(self) -> None:
-        delay = _BACKOFF_START
-        selector = f"metadata.name={self.env.jobset_name}"
+    async def _follow(self) -> None:
+        """Act on the cached JobSet after every change the informer delivers (class docstring)."""
+        delay = _BACKOFF_INITIAL
         while True:
+            await self._changed.wait()
+            self._changed.clear()
+            jobset = self.informer.store.get(self._key)
+            if jobset is None:
+                continue
             try:
-                listed = await self.client.get(self._jobsets_path(), fieldSelector=selector)
-                version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
-                for item in listed.get("items") or ():
-                    await self.reconcile(item)
-                delay = _BACKOFF_START
-                while True:
-                    params = {
-                        "fieldSelector": selector,
-                        "resourceVersion": version,
-                        "allowWatchBookmarks": True,
-                        "timeoutSeconds": _WATCH_SECONDS,
-                    }
-                    async for event in self.client.watch(
-                        self._jobsets_path(), params=params, read_timeout=_READ_TIMEOUT
-                    ):
-                        kind, obj = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":
-                            raise _Relist(str(obj.get("message") or "watch error"))
-                        version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                        if kind in ("ADDED", "MODIFIED"):
-                            await self.reconcile(obj)
+                await self.reconcile(jobset)
+                delay = _BACKOFF_INITIAL
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log("watching the JobSet failed; retrying", error=str(error), after=delay)
-                await asyncio.sleep(delay)
+                wait = delay * (1 + self._rng.random())
+                log("acting on the JobSet failed; retrying", error=str(error), after=round(wait, 3))
+                await self._clock.sleep(wait)
                 delay = min(delay * 2, _BACKOFF_MAX)
+                self._changed.set()
 
     async def reconcile(self, jobset: Mapping[str, Any]) -> None:
         """Act on one look at the JobSet until nothing is left to do (a failed apply raises:
-        the watch loop retries it after its backoff)."""
+        `_follow` tries again after its back-off)."""
         while True:
             action = decide(jobset, self.attempt, self.barrier_active, self.env.exit_code)
             if isinstance(action, Annotate):
-                path = f"/api/v1/namespaces/{self.env.namespace}/pods/{self.env.pod_name}"
+                path = PODS.path(self.env.namespace, self.env.pod_name)
                 await self.client.apply(
                     path, annotation_patch(self.env, action.attempt), field_manager=FIELD_MANAGER
                 )
@@ -310,37 +339,29 @@ class Agent:
                 self._start(self._serve_probe() if self.env.sidecar else self._run_worker())
             return
 
-    def _start(self, work: Any) -> None:
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     # -- lifting the barrier
     async def _serve_probe(self) -> None:
+        """The startup probe on the controller's HTTP server (runtime/http1server.py): 200 on
+        the probe path for any method, as upstream's handler answers, 404 elsewhere."""
+        server = HttpServer({}, name="startup-probe", fallback=self._answer)
         try:
-            self._server = await asyncio.start_server(
-                self._answer, host=None, port=self.env.probe_port, reuse_address=True
-            )
+            await server.start(None, self.env.probe_port)
         except OSError as error:
             log("the startup probe server cannot listen", error=str(error))
             self.finish(1)
             return
+        self._server = server
         log("serving the startup probe", path=self.env.probe_path, port=self.env.probe_port)
 
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            request = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
-            target = request[1].split("?", 1)[0] if len(request) > 1 else ""
-            found = target == self.env.probe_path
-            status = b"200 OK" if found else b"404 Not Found"
-            writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\n")
-            writer.write(b"Connection: close\r\n\r\n")
-            await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-            pass
-        finally:
-            writer.close()
+    async def _answer(self, request: Request) -> Reply:
+        if request.path == self.env.probe_path:
+            return Reply()
+        return await not_found(request)
 
     async def _run_worker(self) -> None:
         shell = os.environ.get("SHELL") or shutil.which("bash")
@@ -369,15 +390,9 @@ class Agent:
             await worker.wait()
 
 
-class _Relist(Exception):
-    """The watch must start again from a fresh list."""
-
-
 async def _main(env: Env, kubeconfig: str | None, stops: StopSignals) -> int:
     """Signals first (one received while connecting ends the agent with 128+n at once), then
     the client and the agent's run."""
-    from jobset_controller.runtime.client import ClientSettings, KubeClient
-
     main = asyncio.current_task()
     agent: Agent | None = None
 
@@ -426,6 +441,7 @@ def main(argv: Sequence[str] | None = None, *, stops: StopSignals | None = None)
     except EnvError as error:
         print(f"in-place-restart-agent: {error}", file=sys.stderr)
         return 1
+    configure_logging("info", "auto")
     mode = "sidecar" if env.sidecar else "main container"
     log("starting", jobset=env.jobset_name, pod=env.pod_name, mode=mode)
     try:

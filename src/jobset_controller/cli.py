@@ -218,17 +218,18 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument(
         "--webhook-cert-validity",
         default=None,
-        help='serving certificate lifetime, Go duration (default "8760h", one year)',
+        help=f'serving certificate lifetime, Go duration (default "{config.CERT_VALIDITY}")',
     )
     run.add_argument(
         "--webhook-ca-validity",
         default=None,
-        help='CA lifetime, Go duration (default "87600h", ten years)',
+        help=f'CA lifetime, Go duration (default "{config.CA_VALIDITY}")',
     )
     run.add_argument(
         "--webhook-cert-lookahead",
         default=None,
-        help='replace a certificate this long before it expires (default "2160h", 90 days)',
+        help="replace a certificate this long before it expires "
+        f'(default "{config.CERT_LOOKAHEAD}")',
     )
     run.add_argument(
         "--webhook-cert-extra-sans",
@@ -329,7 +330,7 @@ def _run(args: argparse.Namespace, stops: StopSignals) -> int:
 def _cert_policy(args: argparse.Namespace) -> CertPolicy:
     """The certificate lifetimes from the flags given; ValueError names the bad flag."""
     from jobset_controller.config import parse_duration
-    from jobset_controller.runtime.certs import CertPolicy
+    from jobset_controller.manager.environment import default_cert_policy
 
     changes: dict[str, datetime.timedelta] = {}
     for flag, field in (
@@ -344,7 +345,7 @@ def _cert_policy(args: argparse.Namespace) -> CertPolicy:
             changes[field] = datetime.timedelta(seconds=parse_duration(value))
         except ValueError as error:
             raise ValueError(f"--{flag.replace('_', '-')}: {error}") from None
-    return dataclasses.replace(CertPolicy(), **changes)
+    return dataclasses.replace(default_cert_policy(), **changes)
 
 
 def _parse_gates(text: str) -> FeatureGates:

@@ -17,10 +17,24 @@ import argparse
 import copy
 import sys
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from jobset_controller.api.constants import (
+    DEFAULT_GROUP_NAME,
+    JOBSET_CONTROLLER_NAME,
+    ConditionStatus,
+    DependsOnStatus,
+    FailurePolicyAction,
+    Operator,
+    RestartStrategy,
+    RetentionWhenDeleted,
+    StartupPolicyOrder,
+    TerminalState,
+)
 
 Schema = dict[str, Any]
 
@@ -378,7 +392,7 @@ def _condition_schema() -> Schema:
             "status": {
                 "description": "True, False or Unknown.",
                 "type": "string",
-                "enum": ["True", "False", "Unknown"],
+                "enum": _values(ConditionStatus),
             },
             "type": {
                 "description": "The condition type, e.g. Completed, Failed, Suspended.",
@@ -459,14 +473,211 @@ def _status_schema() -> Schema:
                 "type": "string",
                 "format": "date-time",
             },
-            "terminalState": _string("Final state of the JobSet: Completed or Failed."),
+            "terminalState": _string(
+                "Final state of the JobSet: " + " or ".join(_values(TerminalState)) + "."
+            ),
         },
     }
 
 
-def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
+def _values(choices: type[StrEnum]) -> list[str]:
+    """An enum's values in declaration order (api/constants.py owns them)."""
+    return [choice.value for choice in choices]
+
+
+def _coordinator_schema() -> Schema:
+    return {
+        "description": "A pod whose stable network endpoint is written into every Job "
+        "and pod as the jobset.sigs.k8s.io/coordinator label and annotation.",
+        "type": "object",
+        "properties": {
+            "jobIndex": {"description": "Job index of the coordinator.", "type": "integer"},
+            "podIndex": {"description": "Pod index of the coordinator.", "type": "integer"},
+            "replicatedJob": _string("replicatedJob holding the coordinator."),
+        },
+        "required": ["replicatedJob"],
+    }
+
+
+def _failure_policy_schema() -> Schema:
+    rule: Schema = {
+        "type": "object",
+        "properties": {
+            "action": _string(
+                "The action to take when the rule matches.", enum=_values(FailurePolicyAction)
+            ),
+            "name": _string("Rule name, used in the RestartingJobSet reason."),
+            "onJobFailureMessagePatterns": _atomic_strings(
+                "Regular expressions searched in the Job's failure message."
+            ),
+            "onJobFailureReasons": {
+                "description": "Job failure reasons the rule applies to.",
+                "type": "array",
+                "items": {"type": "string"},
+            },
+            "targetReplicatedJobs": _atomic_strings(
+                "replicatedJobs the rule applies to; empty means all."
+            ),
+        },
+        "required": ["action", "name"],
+    }
+    return {
+        "description": "What to do when a child Job fails. Without it, any failed Job "
+        "fails the JobSet.",
+        "type": "object",
+        "properties": {
+            "maxRestarts": _int32("How many restarts that count are allowed."),
+            "restartStrategy": _string(
+                "How Jobs are recreated on restart.",
+                default=RestartStrategy.RECREATE.value,
+                enum=_values(RestartStrategy),
+            ),
+            "rules": {
+                "description": "Rules matched in order against failed Jobs; the first "
+                "match decides the action.",
+                "type": "array",
+                "items": rule,
+            },
+        },
+        "x-kubernetes-validations": _immutable(),
+    }
+
+
+def _network_schema() -> Schema:
+    return {
+        "description": "Pod-to-pod networking through a headless Service.",
+        "type": "object",
+        "properties": {
+            "enableDNSHostnames": {
+                "description": "Give pods DNS hostnames through a headless Service.",
+                "type": "boolean",
+            },
+            "publishNotReadyAddresses": {
+                "description": "Publish DNS records of pods before they are ready.",
+                "type": "boolean",
+            },
+            "subdomain": _string("Name of the headless Service; defaults to the JobSet name."),
+        },
+        "x-kubernetes-validations": _immutable(),
+    }
+
+
+def _replicated_jobs_schema(job_template: Schema) -> Schema:
+    depends_on: Schema = {
+        "description": "replicatedJobs that must reach a status before this one is created.",
+        "type": "array",
+        "maxItems": 5,
+        "items": {
+            "type": "object",
+            "properties": {
+                "name": _string("Name of the replicatedJob depended on."),
+                "status": _string(
+                    "Status the dependency must reach.", enum=_values(DependsOnStatus)
+                ),
+            },
+            "required": ["name", "status"],
+        },
+        "x-kubernetes-list-map-keys": ["name"],
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-validations": _immutable(),
+    }
+    return {
+        "description": "Groups of identical Jobs created from one template.",
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "dependsOn": depends_on,
+                "groupName": _string(
+                    "Group used for the group-name/group-replicas/job-group-index labels.",
+                    default=DEFAULT_GROUP_NAME,
+                ),
+                "name": _string("Name of the replicatedJob, part of each Job's name."),
+                "replicas": _int32("Number of Jobs to create.", default=1, minimum=0),
+                "template": job_template,
+            },
+            "required": ["name", "template"],
+        },
+        "x-kubernetes-list-map-keys": ["name"],
+        "x-kubernetes-list-type": "map",
+    }
+
+
+def _startup_policy_schema() -> Schema:
+    orders = _values(StartupPolicyOrder)
+    return {
+        "description": "Deprecated (use dependsOn): create replicatedJobs in order.",
+        "type": "object",
+        "properties": {
+            "startupPolicyOrder": _string(" or ".join(orders) + ".", enum=orders),
+        },
+        "required": ["startupPolicyOrder"],
+        "x-kubernetes-validations": _immutable(),
+    }
+
+
+def _success_policy_schema() -> Schema:
+    operators = _values(Operator)
+    return {
+        "description": "When the JobSet counts as completed.",
+        "type": "object",
+        "properties": {
+            "operator": _string(" or ".join(operators) + " of the targeted Jobs.", enum=operators),
+            "targetReplicatedJobs": _atomic_strings("replicatedJobs that count; empty means all."),
+        },
+        "required": ["operator"],
+        "x-kubernetes-validations": _immutable(),
+    }
+
+
+def _volume_claim_policies_schema(pvc: Schema) -> Schema:
     pvc_template = copy.deepcopy(pvc)
     pvc_template.pop("description", None)
+    when_deleted = _values(RetentionWhenDeleted)
+    return {
+        "description": "PersistentVolumeClaims created for the JobSet and mounted into its pods.",
+        "type": "array",
+        "maxItems": 50,
+        "items": {
+            "type": "object",
+            "properties": {
+                "retentionPolicy": {
+                    "description": "What happens to the claims when the JobSet is deleted.",
+                    "type": "object",
+                    "properties": {
+                        "whenDeleted": _string(
+                            " or ".join(when_deleted) + ".",
+                            default=RetentionWhenDeleted.DELETE.value,
+                            enum=when_deleted,
+                        ),
+                    },
+                },
+                "templates": {
+                    "description": "Claim templates; each claim is named "
+                    "<template name>-<JobSet name>.",
+                    "type": "array",
+                    "maxItems": 50,
+                    "items": pvc_template,
+                    "x-kubernetes-list-type": "atomic",
+                },
+            },
+            "required": ["templates"],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.templates.all(t, !has(t.metadata.namespace) || "
+                    "size(t.metadata.namespace) == 0)",
+                    "message": "namespace cannot be set for VolumeClaimPolicies templates",
+                }
+            ],
+        },
+        "x-kubernetes-list-type": "atomic",
+        "x-kubernetes-validations": _immutable(),
+    }
+
+
+def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
+    """spec: one function per field group above; the cross-field rule here."""
+    in_order = StartupPolicyOrder.IN_ORDER.value
     return {
         "description": "The desired state of the JobSet.",
         "type": "object",
@@ -478,148 +689,16 @@ def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
                 "format": "int64",
                 "minimum": 1,
             },
-            "coordinator": {
-                "description": "A pod whose stable network endpoint is written into every Job "
-                "and pod as the jobset.sigs.k8s.io/coordinator label and annotation.",
-                "type": "object",
-                "properties": {
-                    "jobIndex": {"description": "Job index of the coordinator.", "type": "integer"},
-                    "podIndex": {"description": "Pod index of the coordinator.", "type": "integer"},
-                    "replicatedJob": _string("replicatedJob holding the coordinator."),
-                },
-                "required": ["replicatedJob"],
-            },
-            "failurePolicy": {
-                "description": "What to do when a child Job fails. Without it, any failed Job "
-                "fails the JobSet.",
-                "type": "object",
-                "properties": {
-                    "maxRestarts": _int32("How many restarts that count are allowed."),
-                    "restartStrategy": _string(
-                        "How Jobs are recreated on restart.",
-                        default="Recreate",
-                        enum=["Recreate", "BlockingRecreate", "InPlaceRestart"],
-                    ),
-                    "rules": {
-                        "description": "Rules matched in order against failed Jobs; the first "
-                        "match decides the action.",
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "action": _string(
-                                    "The action to take when the rule matches.",
-                                    enum=[
-                                        "FailJobSet",
-                                        "RestartJobSet",
-                                        "RestartJobSetAndIgnoreMaxRestarts",
-                                        "RestartJob",
-                                        "RestartJobAndIgnoreMaxRestarts",
-                                    ],
-                                ),
-                                "name": _string("Rule name, used in the RestartingJobSet reason."),
-                                "onJobFailureMessagePatterns": _atomic_strings(
-                                    "Regular expressions searched in the Job's failure message."
-                                ),
-                                "onJobFailureReasons": {
-                                    "description": "Job failure reasons the rule applies to.",
-                                    "type": "array",
-                                    "items": {"type": "string"},
-                                },
-                                "targetReplicatedJobs": _atomic_strings(
-                                    "replicatedJobs the rule applies to; empty means all."
-                                ),
-                            },
-                            "required": ["action", "name"],
-                        },
-                    },
-                },
-                "x-kubernetes-validations": _immutable(),
-            },
+            "coordinator": _coordinator_schema(),
+            "failurePolicy": _failure_policy_schema(),
             "managedBy": _string(
                 "The controller that manages this JobSet; any value other than "
-                "jobset.sigs.k8s.io/jobset-controller makes this controller ignore it."
+                f"{JOBSET_CONTROLLER_NAME} makes this controller ignore it."
             ),
-            "network": {
-                "description": "Pod-to-pod networking through a headless Service.",
-                "type": "object",
-                "properties": {
-                    "enableDNSHostnames": {
-                        "description": "Give pods DNS hostnames through a headless Service.",
-                        "type": "boolean",
-                    },
-                    "publishNotReadyAddresses": {
-                        "description": "Publish DNS records of pods before they are ready.",
-                        "type": "boolean",
-                    },
-                    "subdomain": _string(
-                        "Name of the headless Service; defaults to the JobSet name."
-                    ),
-                },
-                "x-kubernetes-validations": _immutable(),
-            },
-            "replicatedJobs": {
-                "description": "Groups of identical Jobs created from one template.",
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "dependsOn": {
-                            "description": "replicatedJobs that must reach a status before this "
-                            "one is created.",
-                            "type": "array",
-                            "maxItems": 5,
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "name": _string("Name of the replicatedJob depended on."),
-                                    "status": _string(
-                                        "Status the dependency must reach.",
-                                        enum=["Ready", "Complete"],
-                                    ),
-                                },
-                                "required": ["name", "status"],
-                            },
-                            "x-kubernetes-list-map-keys": ["name"],
-                            "x-kubernetes-list-type": "map",
-                            "x-kubernetes-validations": _immutable(),
-                        },
-                        "groupName": _string(
-                            "Group used for the group-name/group-replicas/job-group-index labels.",
-                            default="default",
-                        ),
-                        "name": _string("Name of the replicatedJob, part of each Job's name."),
-                        "replicas": _int32("Number of Jobs to create.", default=1, minimum=0),
-                        "template": job_template,
-                    },
-                    "required": ["name", "template"],
-                },
-                "x-kubernetes-list-map-keys": ["name"],
-                "x-kubernetes-list-type": "map",
-            },
-            "startupPolicy": {
-                "description": "Deprecated (use dependsOn): create replicatedJobs in order.",
-                "type": "object",
-                "properties": {
-                    "startupPolicyOrder": _string(
-                        "AnyOrder or InOrder.", enum=["AnyOrder", "InOrder"]
-                    ),
-                },
-                "required": ["startupPolicyOrder"],
-                "x-kubernetes-validations": _immutable(),
-            },
-            "successPolicy": {
-                "description": "When the JobSet counts as completed.",
-                "type": "object",
-                "properties": {
-                    "operator": _string("All or Any of the targeted Jobs.", enum=["All", "Any"]),
-                    "targetReplicatedJobs": _atomic_strings(
-                        "replicatedJobs that count; empty means all."
-                    ),
-                },
-                "required": ["operator"],
-                "x-kubernetes-validations": _immutable(),
-            },
+            "network": _network_schema(),
+            "replicatedJobs": _replicated_jobs_schema(job_template),
+            "startupPolicy": _startup_policy_schema(),
+            "successPolicy": _success_policy_schema(),
             "scheduling": _scheduling_schema(),
             "suspend": {
                 "description": "Suspend the JobSet and its Jobs (used by Kueue).",
@@ -628,49 +707,12 @@ def _spec_schema(job_template: Schema, pvc: Schema) -> Schema:
             "ttlSecondsAfterFinished": _int32(
                 "Delete the JobSet this many seconds after it completed or failed.", minimum=0
             ),
-            "volumeClaimPolicies": {
-                "description": "PersistentVolumeClaims created for the JobSet and mounted into "
-                "its pods.",
-                "type": "array",
-                "maxItems": 50,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "retentionPolicy": {
-                            "description": "What happens to the claims when the JobSet is deleted.",
-                            "type": "object",
-                            "properties": {
-                                "whenDeleted": _string(
-                                    "Delete or Retain.", default="Delete", enum=["Delete", "Retain"]
-                                ),
-                            },
-                        },
-                        "templates": {
-                            "description": "Claim templates; each claim is named "
-                            "<template name>-<JobSet name>.",
-                            "type": "array",
-                            "maxItems": 50,
-                            "items": pvc_template,
-                            "x-kubernetes-list-type": "atomic",
-                        },
-                    },
-                    "required": ["templates"],
-                    "x-kubernetes-validations": [
-                        {
-                            "rule": "self.templates.all(t, !has(t.metadata.namespace) || "
-                            "size(t.metadata.namespace) == 0)",
-                            "message": "namespace cannot be set for VolumeClaimPolicies templates",
-                        }
-                    ],
-                },
-                "x-kubernetes-list-type": "atomic",
-                "x-kubernetes-validations": _immutable(),
-            },
+            "volumeClaimPolicies": _volume_claim_policies_schema(pvc),
         },
         "x-kubernetes-validations": [
             {
                 "rule": "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == "
-                "'InOrder' && self.replicatedJobs.exists(x, has(x.dependsOn)))",
+                f"'{in_order}' && self.replicatedJobs.exists(x, has(x.dependsOn)))",
                 "message": "StartupPolicy and DependsOn APIs are mutually exclusive",
             }
         ],

@@ -27,11 +27,12 @@ from typing import Any
 
 import yaml
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller_dev.envtest.binaries import FULL_COMPONENTS, ensure_binaries, repo_root
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.processes import ManagedProcess, free_port
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_NAME_LABEL = JOBSET_NAME_KEY
 
 
 def _default_example() -> Path:

@@ -37,10 +37,9 @@ import re
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,8 @@ import yaml
 from cryptography import x509
 
 from jobset_controller.controller.webhookcerts import CA_COMMON_NAME, CA_ORGANIZATION
-from jobset_controller.runtime.certs import Action, CertPolicy, Identity, Material, renew
+from jobset_controller.manager.environment import default_cert_policy
+from jobset_controller.runtime.certs import Action, Identity, Material, renew
 from jobset_controller_dev.envtest.controller import ControllerProcess
 from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_true
 from jobset_controller_dev.envtest.install import chart_fullname
@@ -58,7 +58,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_FOREVER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import (
     UpstreamController,
@@ -131,22 +131,6 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
 
 
 # ---------------------------------------------------------------------------- small helpers
-def until(
-    check: Callable[[], object],
-    what: str,
-    within: float = 90,
-    state: Callable[[], str] = lambda: "",
-) -> None:
-    """Poll `check()` until it holds; past `within` s (scaled here: `polling.scaled`) fail naming
-    `what` and `state()`, what the test knows of the state it waits on."""
-    deadline = time.monotonic() + scaled(within)
-    while not check():
-        if time.monotonic() > deadline:
-            seen = state()
-            raise AssertionError(
-                f"{what}: not reached within {scaled(within):g} s" + (f" ({seen})" if seen else "")
-            )
-        time.sleep(0.2)
 
 
 def get(cluster: FullCluster, path: str) -> dict[str, Any]:
@@ -258,9 +242,10 @@ def wait_idle(port: int, token: str, jobsets: int) -> None:
         seen[0] = f"{reconciles:g} reconciles, queue depth {depth:g}"
         return reconciles >= jobsets and depth == 0
 
-    until(
+    poll(
         idle,
         f"the controller reconciled {jobsets} JobSets and its queue is empty",
+        90,
         state=lambda: seen[0],
     )
 
@@ -389,9 +374,10 @@ def check_admission(cluster: FullCluster, name: str) -> None:
         "invalid replicatedJob name 'nope' does not appear in .spec.ReplicatedJobs"
         in (refused["message"])
     )
-    until(
+    poll(
         lambda: running_pods(cluster, name) == 1,
         f"{name}'s pod running",
+        90,
         state=lambda: f"{running_pods(cluster, name)} running",
     )
 
@@ -409,7 +395,7 @@ def upstream_rotator(cluster: FullCluster) -> Material:
             Action.NEW_CA,
             Identity(CA_COMMON_NAME, CA_ORGANIZATION, (f"{WEBHOOK_SERVICE}.{SYSTEM}.svc",),
                      ("127.0.0.1",)),
-            CertPolicy(),
+            default_cert_policy(),
             datetime.datetime.now(datetime.UTC),
         )  # fmt: skip
         secret["data"] = material.secret_data()
@@ -436,9 +422,10 @@ def wait_admits(cluster: FullCluster) -> None:
         answers[0] = cluster.request("POST", f"{JOBSETS}?dryRun=All", probe)
         return answers[0][0] == 201
 
-    until(
+    poll(
         admits,
         "the API server admits through the webhooks",
+        90,
         state=lambda: f"dry run answered {answers[0][0]}: {answers[0][1].get('message')}",
     )
 
@@ -463,7 +450,7 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
     # --- upstream's chart, CRD included --------------------------------------------------
     helm("install", RELEASE, str(upstream_chart(upstream_bin)), "-n", SYSTEM,
          "--create-namespace", *helm.post_render)  # fmt: skip
-    until(lambda: exists(cluster, JOBSETS), "the JobSet API served (upstream's CRD)")
+    poll(lambda: exists(cluster, JOBSETS), "the JobSet API served (upstream's CRD)", 90)
     crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
     crd_uid = get(cluster, crd_path)["metadata"]["uid"]
     upstream_keys = helm.release_keys()
@@ -531,19 +518,16 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
     for jobset in jobsets:
         status, body = cluster.request("POST", JOBSETS, jobset)
         assert status == 201, body.get("message")
-    until(
+    poll(
         lambda: running_pods(cluster, "running") == 5,
         "the running JobSet's 5 pods running",
+        90,
         state=lambda: f"{running_pods(cluster, 'running')} running",
     )
-    until(
-        lambda: states(cluster) == {
+    poll(lambda: states(cluster) == {
             "running": (0, ()), "suspended": (0, ("Suspended",)),
             "completed": (0, ("Completed",)), "failed": (0, ("Failed",)),
-        },
-        "every JobSet in its state",
-        state=lambda: f"states {states(cluster)}",
-    )  # fmt: skip
+        }, "every JobSet in its state", 90, state=lambda: f"states {states(cluster)}")  # fmt: skip
     check_admission(cluster, "before-swap")
     wait_idle(upstream.metrics_port, scraper, 5)
     expected_owned, expected_states = owned(cluster), states(cluster)
@@ -596,14 +580,14 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
                 )["webhooks"]
             )
 
-        until(certificate_kept, "ours keeps the CA in the chart's Secret and caBundles")
+        poll(certificate_kept, "ours keeps the CA in the chart's Secret and caBundles", 90)
         wait_admits(cluster)
         wait_idle(ours_metrics, scraper, 5)
         assert owned(cluster) == expected_owned
         assert states(cluster) == expected_states
         check_admission(cluster, "after-upgrade")
         # The pod webhooks answer under the chart's names, and ours recognises them.
-        until(
+        poll(
             lambda: (
                 metric(
                     scrape(ours_metrics, scraper),
@@ -613,6 +597,7 @@ def test_a_release_moves_from_upstreams_chart_to_ours_and_back_with_jobsets_unto
                 == 1
             ),
             "ours' placement probe finds the chart's pod webhooks",
+            90,
             state=lambda: ours.tail(1500),
         )
         wait_idle(ours_metrics, scraper, 6)

@@ -13,8 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_FOREVER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 
 pytestmark = pytest.mark.usefixtures("jobset_controller")
 
@@ -77,19 +75,6 @@ def pods(cluster: FullCluster, namespace: str, name: str) -> list[dict[str, Any]
     )
 
 
-def wait_until(
-    what: str, check: Any, timeout: float = 60, state: Callable[[], str] = lambda: ""
-) -> None:
-    """Poll `check()` until it holds; past `timeout` s (scaled here: `polling.scaled`) fail
-    naming `what` and `state()`, what the test knows of the state it waits on."""
-    deadline = time.monotonic() + scaled(timeout)
-    while not check():
-        assert time.monotonic() < deadline, (
-            f"{what}: not reached within {scaled(timeout):g} s\n{state()}"
-        )
-        time.sleep(0.3)  # poll interval of the wait for `check`
-
-
 def objects_in(cluster: FullCluster, namespace: str) -> str:
     """The namespace's JobSets, Jobs and pods, one line each (for a failed wait)."""
     return "\n".join(
@@ -124,10 +109,12 @@ def test_plan_predicts_the_jobs_and_service_the_controller_creates(
 
     create(full_cluster, namespace, body)
     jobs_path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
-    wait_until(
-        "3 Jobs",
+    poll(
         lambda: len(full_cluster.list_items(jobs_path)) == 3,
+        "3 Jobs",
+        60,
         state=lambda: objects_in(full_cluster, namespace),
+        interval=0.3,
     )
     real = {job["metadata"]["name"]: job for job in full_cluster.list_items(jobs_path)}
     expected = {i["metadata"]["name"]: i for i in items if i["kind"] == "Job"}
@@ -215,14 +202,16 @@ def test_status_tells_running_failed_suspended_waiting_and_unschedulable_apart(
     def state() -> str:
         return objects_in(full_cluster, namespace)
 
-    wait_until("running pods ready", running_ready, state=state)
-    wait_until("running Jobs count their pods ready", jobs_ready, state=state)
-    wait_until("failing JobSet failed", lambda: terminal("failing"), state=state)
-    wait_until("toobig pod unschedulable", unschedulable, state=state)
-    wait_until(
-        "waiting init pod",
+    poll(running_ready, "running pods ready", 60, state=state, interval=0.3)
+    poll(jobs_ready, "running Jobs count their pods ready", 60, state=state, interval=0.3)
+    poll(lambda: terminal("failing"), "failing JobSet failed", 60, state=state, interval=0.3)
+    poll(unschedulable, "toobig pod unschedulable", 60, state=state, interval=0.3)
+    poll(
         lambda: len(pods(full_cluster, namespace, "waiting")) == 1,
+        "waiting init pod",
+        60,
         state=state,
+        interval=0.3,
     )
 
     kubeconfig = str(full_cluster.kubeconfig)

@@ -8,7 +8,6 @@ import http.client
 import json
 import shutil
 import ssl
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from tests.image.conftest import InCluster, readable_dir, share
 
 from jobset_controller import __version__
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.image.containers import (
     Image,
@@ -51,15 +50,6 @@ def files(native: Image) -> Iterator[Mounted]:
         yield mounted(native.name)
     finally:
         unmount(native.name)
-
-
-def wait_for(check: Any, what: str, within: float) -> Any:
-    deadline = time.monotonic() + scaled(within)
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {scaled(within):g} s")
-        time.sleep(0.2)  # a poll interval, not synchronisation
-    return result
 
 
 # ------------------------------------------------------------------------------ what it holds
@@ -172,14 +162,14 @@ def test_in_a_cluster_the_controller_and_the_agent_import_only_modules_with_byte
             "POST", JOBSETS.format(namespace=namespace), jobset("measured")
         )
         assert status == 201, body
-        wait_for(
+        poll(
             lambda: control_plane.request(
                 "GET",
                 f"/apis/batch/v1/namespaces/{namespace}/jobs"
                 "?labelSelector=jobset.sigs.k8s.io/jobset-name=measured",
             )[1].get("items"),
             "the JobSet's Jobs",
-            within=60,
+            60,
         )
         for path in (
             "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
@@ -252,7 +242,7 @@ def _agent_imports(
         stderr=log,
     )
     try:
-        wait_for(
+        poll(
             lambda: (
                 (
                     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods/agent-pod")[
@@ -265,7 +255,7 @@ def _agent_imports(
                 or process.poll() is not None
             ),
             "the agent's attempt annotation",
-            within=60,
+            60,
         )
         assert process.poll() is None, log.read_text()[-3000:]
     finally:

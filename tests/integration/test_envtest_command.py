@@ -7,13 +7,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
 
 
@@ -30,13 +29,14 @@ def start_command() -> tuple[subprocess.Popen[str], Path]:
     return proc, Path(line.strip().removeprefix("export KUBECONFIG="))
 
 
-def wait_until_gone(marker: str, timeout: float = 15.0) -> list[int]:
-    """The processes whose command line still mentions `marker` after up to `timeout` s (scaled
-    here: `polling.scaled`) of waiting for them to go; the caller asserts the list is empty."""
-    deadline = time.monotonic() + scaled(timeout)
-    while (left := processes_mentioning(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)  # poll interval of the wait for the processes to exit
-    return left
+def assert_all_gone(marker: str, within: float = 15.0) -> None:
+    """Every process whose command line mentions `marker` exits within `within` s (scaled)."""
+    poll(
+        lambda: not processes_mentioning(marker),
+        f"every process of {marker} gone",
+        within,
+        state=lambda: f"still running: {processes_mentioning(marker)}",
+    )
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_ctrl_c_stops_everything_and_removes_the_directory(
     assert processes_mentioning(workdir), "etcd and kube-apiserver should be running"
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=scaled(30)) == 0
-    assert wait_until_gone(workdir) == []
+    assert_all_gone(workdir)
     assert not kubeconfig.parent.exists()
 
 
@@ -70,7 +70,7 @@ def test_children_die_with_a_killed_parent(
     workdir = str(kubeconfig.parent)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert wait_until_gone(workdir) == []
+    assert_all_gone(workdir)
 
 
 def test_printed_kubeconfig_gives_admin_access(

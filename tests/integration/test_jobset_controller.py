@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import Passes
+from tests.integration.conftest import CONTROLLER_ACCOUNT, Passes
 
 from jobset_controller.manager import Manager
 from jobset_controller.runtime.client import Conflict, KubeClient, NotFound
+from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.identities import service_account_user
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.polling import eventually
@@ -350,7 +353,13 @@ async def test_a_job_owned_by_another_jobset_uid_is_ignored(
 
 
 async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
-    controller: Manager, kube: KubeClient, namespace: str, sim: KubeSim, passes: Passes
+    controller: Manager,
+    kube: KubeClient,
+    namespace: str,
+    sim: KubeSim,
+    passes: Passes,
+    control_plane: ControlPlane,
+    controller_account: tuple[str, Path],
 ) -> None:
     c = cluster_of(kube, namespace, sim)
     body = jobset(
@@ -393,38 +402,35 @@ async def test_a_steady_jobset_with_volume_claims_causes_no_writes(
         )
 
     await eventually(steady, "a pass of the JobSet as it is that plans no write", 45.0)
-    # Count every write the controller's client sends into this namespace (other tests' JobSets
-    # in terminating namespaces may still be reconciled meanwhile; they are not ours to count).
+    # Every write the controller sends into this namespace, from the API server's audit log (it
+    # runs as its own ServiceAccount; other tests' JobSets in terminating namespaces may still
+    # be reconciled meanwhile: they are not ours to count).
     assert controller.controller is not None
-    client = controller.controller._executor._client
-    sent: list[tuple[str, str]] = []
-    original = client.request
-
-    async def recording(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        sent.append((method, path))
-        return await original(method, path, **kwargs)
-
-    client.request = recording  # type: ignore[method-assign]
+    user = service_account_user(controller_account[0], CONTROLLER_ACCOUNT)
+    before = {event["auditID"] for event in control_plane.audit_events(user)}
     mark = passes.mark()
-    try:
-        for _ in range(5):  # nudge: reconcile the same unchanged state again and again
-            await controller.controller.reconcile(key)
-        # And a pass driven by a watch event, as the workers run them: a change the controller
-        # has nothing to do about (an annotation of ours) enqueues the key.
-        await kube.merge_patch(c.path("js"), {"metadata": {"annotations": {"test/nudge": "1"}}})
-        await passes.first(
-            key,
-            lambda p: p.snapshot.jobset.metadata.annotations.get("test/nudge") == "1",
-            "a pass that saw the annotation",
-            since=mark,
-        )
-    finally:
-        client.request = original  # type: ignore[method-assign]
+    for _ in range(5):  # nudge: reconcile the same unchanged state again and again
+        await controller.controller.reconcile(key)
+    # And a pass driven by a watch event, as the workers run them: a change the controller has
+    # nothing to do about (an annotation of ours) enqueues the key.
+    await kube.merge_patch(c.path("js"), {"metadata": {"annotations": {"test/nudge": "1"}}})
+    await passes.first(
+        key,
+        lambda p: p.snapshot.jobset.metadata.annotations.get("test/nudge") == "1",
+        "a pass that saw the annotation",
+        since=mark,
+    )
     # Every pass since planned no write (so none of theirs is still in flight), and none was
-    # sent.
+    # sent (the audit log holds a request before its answer is sent).
     assert [p.plan for p in passes.since(mark, key) if not p.writes_nothing()] == []
-    ours = [(m, p) for m, p in sent if m != "GET" and f"/namespaces/{namespace}/" in p]
-    assert ours == []
+    writes = [
+        (event["verb"], event["requestURI"])
+        for event in control_plane.audit_events(user)
+        if event["auditID"] not in before
+        and event["verb"] not in ("get", "list", "watch")
+        and (event.get("objectRef") or {}).get("namespace") == namespace
+    ]
+    assert writes == []
 
 
 async def test_rejected_job_creates_emit_an_event_and_are_retried_with_backoff(

@@ -30,7 +30,7 @@ from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kubesim import KubeSim
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import free_port
 
 LEASE_NAME = "6d4f6a47.jobset.x-k8s.io"
@@ -116,25 +116,6 @@ class Controller:
             self.proc.wait()
 
 
-def wait_for(
-    check: Callable[[], bool],
-    within: float,
-    what: str,
-    state: Callable[[], str] = lambda: "",
-) -> float:
-    """Seconds until `check()` holds; past `within` s (scaled here: `polling.scaled`) fail
-    naming `what` and `state()` (what the test knows of the state it waits on)."""
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > scaled(within):
-            seen = state()
-            raise AssertionError(
-                f"{what} not reached within {scaled(within):g} s" + (f" ({seen})" if seen else "")
-            )
-        time.sleep(0.1)  # poll interval of the wait for `check`
-    return time.monotonic() - started
-
-
 def log_records(log: Path) -> list[dict[str, Any]]:
     """The JSON records of a process's log so far (lines that are not JSON are skipped)."""
     records = []
@@ -210,11 +191,12 @@ def start(
 
 def test_probes_and_metrics_answer(start: Callable[[], Controller]) -> None:
     controller = start()
-    wait_for(
+    poll(
         lambda: controller.get(controller.health_port, "/readyz")[0] == 200,
-        30,
         "ready",
-        controller.describe,
+        30,
+        state=controller.describe,
+        interval=0.1,
     )
     assert controller.get(controller.health_port, "/healthz") == (200, "ok")
     status, body = controller.get(controller.metrics_port, "/metrics")
@@ -245,11 +227,12 @@ def test_not_ready_until_caches_sync(
     restricted.write_text(yaml.safe_dump(kubeconfig))
     controller = Controller(restricted, config_file, tmp_path / "nobody.log")
     try:
-        wait_for(
+        poll(
             lambda: controller.get(controller.health_port, "/healthz")[0] == 200,
-            30,
             "live",
-            controller.describe,
+            30,
+            state=controller.describe,
+            interval=0.1,
         )
 
         def list_refused_twice() -> bool:
@@ -261,7 +244,13 @@ def test_not_ready_until_caches_sync(
             ]
             return len(refusals) >= 2
 
-        wait_for(list_refused_twice, 30, "two refused lists of JobSets", controller.describe)
+        poll(
+            list_refused_twice,
+            "two refused lists of JobSets",
+            30,
+            state=controller.describe,
+            interval=0.1,
+        )
         status, body = controller.get(controller.health_port, "/readyz")
         assert status == 500
         assert "[-]informer-jobsets failed" in body
@@ -276,43 +265,57 @@ def test_one_leader_and_takeover_after_kill_and_after_sigterm(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     first, second = start(), start()
-    wait_for(
+    poll(
         lambda: first.is_leader() or second.is_leader(),
-        30,
         "a leader",
-        lambda: f"first {first.describe()}; second {second.describe()}",
+        30,
+        state=lambda: f"first {first.describe()}; second {second.describe()}",
+        interval=0.1,
     )
     leader = first if first.is_leader() else second
     standby = second if leader is first else first
     # The standby has read the Lease three more times since (the audit log counts its reads)
     # and still does not lead.
     reads = lease_reads(control_plane, standby.user)
-    wait_for(
+    poll(
         lambda: lease_reads(control_plane, standby.user) >= reads + 3,
-        30,
         "standby retries",
-        lambda: (
+        30,
+        state=lambda: (
             f"{lease_reads(control_plane, standby.user) - reads} reads since; " + standby.describe()
         ),
+        interval=0.1,
     )
     leaders = [c for c in (first, second) if c.is_leader()]
     assert leaders == [leader]
     assert standby.metric(f'leader_election_master_status{{name="{LEASE_NAME}"}}') == 0.0
 
     os.kill(leader.proc.pid, signal.SIGKILL)
-    took_after_kill = wait_for(
-        standby.is_leader, TAKEOVER_WAIT, "takeover after kill", standby.describe
+    killed = time.monotonic()
+    poll(
+        standby.is_leader,
+        "takeover after kill",
+        TAKEOVER_WAIT,
+        state=standby.describe,
+        interval=0.1,
     )
+    took_after_kill = time.monotonic() - killed
 
     third = start()
-    wait_for(
-        lambda: third.get(third.health_port, "/readyz")[0] == 200, 30, "third ready", third.describe
+    poll(
+        lambda: third.get(third.health_port, "/readyz")[0] == 200,
+        "third ready",
+        30,
+        state=third.describe,
+        interval=0.1,
     )
     standby.proc.send_signal(signal.SIGTERM)
     assert standby.proc.wait(timeout=scaled(30)) == 0, standby.log.read_text()[-3000:]
-    took_after_term = wait_for(
-        third.is_leader, TAKEOVER_WAIT, "takeover after SIGTERM", third.describe
+    termed = time.monotonic()
+    poll(
+        third.is_leader, "takeover after SIGTERM", TAKEOVER_WAIT, state=third.describe, interval=0.1
     )
+    took_after_term = time.monotonic() - termed
     with capsys.disabled():
         print(
             f"\n  lease {LEASE:g}s/{RENEW:g}s/{RETRY:g}s: takeover after kill -9 "
@@ -382,13 +385,14 @@ def test_the_standby_writes_nothing_before_it_holds_the_lease(
 ) -> None:
     # A leads; B, another ServiceAccount, stands by with synced caches.
     a = start()
-    wait_for(a.is_leader, 60, "A leading", a.describe)
+    poll(a.is_leader, "A leading", 60, state=a.describe, interval=0.1)
     b = start()
-    wait_for(
+    poll(
         lambda: b.get(b.health_port, "/readyz")[0] == 200,
-        60,
         "B ready (caches synced)",
-        b.describe,
+        60,
+        state=b.describe,
+        interval=0.1,
     )
     assert not b.is_leader()
 
@@ -414,11 +418,12 @@ def test_the_standby_writes_nothing_before_it_holds_the_lease(
         )
 
     for name in ("seen-1", "seen-2", "seen-3"):
-        wait_for(
+        poll(
             has_jobs(name),
-            60,
             f"A creating the Jobs of {name}",
-            jobs_seen(name, a),
+            60,
+            state=jobs_seen(name, a),
+            interval=0.1,
         )
 
     killed_at = datetime.datetime.now(datetime.UTC)
@@ -436,7 +441,7 @@ def test_the_standby_writes_nothing_before_it_holds_the_lease(
     create("orphan-2")
     queued_while_standby = not b.is_leader()
 
-    wait_for(b.is_leader, TAKEOVER_WAIT, "takeover after kill", b.describe)
+    poll(b.is_leader, "takeover after kill", TAKEOVER_WAIT, state=b.describe, interval=0.1)
     took = time.monotonic() - started  # from the kill, the writes above included
 
     # B reconciles what A left: Jobs for the new JobSets, the completed JobSet's status.
@@ -447,13 +452,20 @@ def test_the_standby_writes_nothing_before_it_holds_the_lease(
         return (js.get("status") or {}).get("terminalState") == "Completed"
 
     for name in ("orphan-1", "orphan-2"):
-        wait_for(
+        poll(
             has_jobs(name),
-            60,
             f"B creating the Jobs of {name}",
-            jobs_seen(name, b),
+            60,
+            state=jobs_seen(name, b),
+            interval=0.1,
         )
-    wait_for(lambda: completed("seen-1"), 60, "B marking seen-1 completed", b.describe)
+    poll(
+        lambda: completed("seen-1"),
+        "B marking seen-1 completed",
+        60,
+        state=b.describe,
+        interval=0.1,
+    )
 
     events = control_plane.audit_events(b.user)
     acquisitions = [

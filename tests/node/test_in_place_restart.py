@@ -8,9 +8,8 @@ default.
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from jobset_controller_dev.envtest.in_place_restart_fixtures import (
     agent_sidecar,
     restart_all_on_failure,
 )
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll
 from jobset_controller_dev.envtest.realnode import RealNode
 
 pytestmark = pytest.mark.node
@@ -74,25 +73,6 @@ print("working", flush=True)
 time.sleep(float(os.environ.get("WORK_SECONDS", "4")))
 """
 ATTEMPT_FIELD = "metadata.annotations['jobset.sigs.k8s.io/in-place-restart-attempt']"
-
-
-def eventually(
-    check: Callable[[], Any],
-    what: str,
-    within: float = 180,
-    diagnose: Callable[[], str] = lambda: "",
-) -> Any:
-    """Poll ``check``; past ``within`` s (scaled here: `polling.scaled`) fail with
-    ``diagnose()``'s account of the state (seen twice under a load of 10 and never reproduced
-    since: the next failure must say why)."""
-    deadline = time.monotonic() + scaled(within)
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {scaled(within):g} s\n{diagnose()}")
-        time.sleep(0.25)  # a poll interval, not synchronisation
 
 
 def state(node: RealNode, namespace: str, controller: ControllerProcess) -> str:
@@ -248,23 +228,29 @@ def test_a_retriable_failure_restarts_every_pod_in_place_then_the_jobset_complet
     node: RealNode, image: str, gated_controller: ControllerProcess, namespace: str
 ) -> None:
     create(node, namespace, in_place_jobset(image))
-    first = eventually(
+    first = poll(
         lambda: len(pods(node, namespace)) == 2 and pods(node, namespace),
         "pods",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     uids = {p["metadata"]["uid"]: p["spec"].get("nodeName") for p in first}
-    eventually(
+    poll(
         lambda: (
             (jobset(node, namespace).get("status") or {}).get("currentInPlaceRestartAttempt") == 1
         ),
         "every pod restarted in place into attempt 1",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
-    done = eventually(
+    done = poll(
         lambda: condition(jobset(node, namespace), "Completed"),
         "Completed",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     assert done["reason"] == "AllJobsCompleted"
     final = pods(node, namespace)
@@ -284,10 +270,12 @@ def test_failing_every_time_reaches_max_restarts(
     create(
         node, namespace, in_place_jobset(image, max_restarts=1, fail="always", work_at_attempt=99)
     )
-    failed = eventually(
+    failed = poll(
         lambda: condition(jobset(node, namespace), "Failed"),
         "Failed",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     assert failed["reason"] == "ReachedMaxRestarts"
     assert failed["message"] == "jobset failed due to reaching max number of restarts"
@@ -312,10 +300,12 @@ def test_a_fatal_exit_code_fails_the_jobset_by_its_rules(
         {"name": "fatal", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
     ]
     create(node, namespace, manifest)
-    failed = eventually(
+    failed = poll(
         lambda: condition(jobset(node, namespace), "Failed"),
         "Failed",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     assert failed["reason"] == "FailJobSetFailurePolicyAction"
 
@@ -331,26 +321,32 @@ def test_a_pod_deleted_by_hand_is_recreated_and_joins_the_barrier(
         value = (jobset(node, namespace).get("status") or {}).get("currentInPlaceRestartAttempt")
         return None if value is None else int(value)
 
-    eventually(
+    poll(
         lambda: attempt() == 0,
         "both pods past the barrier at attempt 0",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node, namespace)}
     doomed = sorted(before)[1]
     status, body = node.cluster.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{doomed}")
     assert status == 200, body
-    eventually(
+    poll(
         lambda: attempt() == 1,
         "the replacement joins; every pod at attempt 1",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node, namespace)}
     kept = sorted(before)[0]
     assert after[kept] == before[kept]  # restarted in place, not replaced
-    done = eventually(
+    done = poll(
         lambda: condition(jobset(node, namespace), "Completed"),
         "Completed",
-        diagnose=lambda: state(node, namespace, gated_controller),
+        180,
+        state=lambda: state(node, namespace, gated_controller),
+        interval=0.25,
     )
     assert done["reason"] == "AllJobsCompleted"

@@ -20,7 +20,7 @@ import ssl
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,31 +35,12 @@ from jobset_controller_dev.envtest.install import (
     wait_rollout,
     wait_service_served,
 )
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.realnode import NODE_NAME, RealNode
 from jobset_controller_dev.image.release import Release
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 CHART_RELEASE = "jobset"
-
-
-def eventually(
-    check: Callable[[], Any],
-    what: str,
-    within: float = 120,
-    diagnose: Callable[[], str] = lambda: "",
-) -> Any:
-    """`check()` until it returns something truthy; past `within` s (scaled here:
-    `polling.scaled`) an AssertionError naming `what` with `diagnose()`'s account of the
-    state."""
-    deadline = time.monotonic() + scaled(within)
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {scaled(within):g} s\n{diagnose()}")
-        time.sleep(0.25)  # a poll interval, not synchronisation
 
 
 def jobsets_and_pods(node: RealNode, namespace: str) -> str:
@@ -178,7 +159,8 @@ def python_jobset(name: str, image: str, script: str, *, replicas: int = 2) -> d
 
 
 # Each pod listens on 7777, then resolves its peer by the hostname JobSet promises
-# (<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>) and exchanges a line with it.
+# (<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>) and exchanges a line with it;
+# it ends once the peer has been answered too.
 PEER_SCRIPT = """
 import os, socket, sys, threading, time
 me = int(os.environ["HOSTNAME"].split("-")[-2])
@@ -188,7 +170,8 @@ def answer():
     conn, _ = server.accept()
     conn.sendall(b"hello from %d\\n" % me)
     conn.close()
-threading.Thread(target=answer, daemon=True).start()
+answering = threading.Thread(target=answer, daemon=True)
+answering.start()
 deadline = time.time() + {peer_wait}
 while True:
     try:
@@ -201,7 +184,12 @@ while True:
             print("cannot reach", peer, error, flush=True)
             sys.exit(1)
         time.sleep(0.5)
-time.sleep(2)
+# Up until the peer has had its answer too (not a fixed delay): the pod's server must outlive
+# its own exchange only as long as the other pod still needs it.
+answering.join(max(0.0, deadline - time.time()))
+if answering.is_alive():
+    print("the peer never connected", flush=True)
+    sys.exit(1)
 """
 
 
@@ -306,11 +294,12 @@ def test_a_jobset_of_real_pods_completes_and_its_pods_reach_each_other_by_hostna
         done = condition(current, "Completed") or condition(current, "Failed")
         return current if done else None
 
-    final = eventually(
+    final = poll(
         finished,
         "the JobSet finished",
-        within=180,
-        diagnose=lambda: jobsets_and_pods(node, namespace),
+        180,
+        state=lambda: jobsets_and_pods(node, namespace),
+        interval=0.25,
     )
     logs = {
         pod["metadata"]["name"]: node.logs(namespace, pod["metadata"]["name"], "worker")
@@ -408,11 +397,12 @@ def test_exclusive_placement_goes_through_the_pod_webhooks_service(
         _, current = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
         return condition(current, "Completed")
 
-    eventually(
+    poll(
         completed,
         "the exclusive JobSet completed",
-        within=180,
-        diagnose=lambda: jobsets_and_pods(node, namespace),
+        180,
+        state=lambda: jobsets_and_pods(node, namespace),
+        interval=0.25,
     )
     _, jobs = node.cluster.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs")
     (made,) = jobs["items"]
@@ -464,11 +454,12 @@ def test_a_killed_container_is_restarted_and_creates_no_job_twice(
     jobset = python_jobset(name, image, "import time; time.sleep(600)", replicas=4)
     status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
     assert status == 201, body
-    eventually(
+    poll(
         lambda: _jobs_of(node, namespace, name),
         "the first Job is created",
-        within=60,
-        diagnose=lambda: controller_log(node, installed)[-3000:],
+        60,
+        state=lambda: controller_log(node, installed)[-3000:],
+        interval=0.25,
     )
     container_id = _container(pod)["containerID"].removeprefix("containerd://")
     os.kill(_task_pid(node, container_id), signal.SIGKILL)
@@ -478,18 +469,20 @@ def test_a_killed_container_is_restarted_and_creates_no_job_twice(
         status = _container(current)
         return bool(status["restartCount"] == before + 1 and status["ready"])
 
-    eventually(
+    poll(
         restarted_and_ready,
         "the kubelet restarted the controller",
-        within=120,
-        diagnose=lambda: str([_container(p) for p in controller_pods(node, installed)]),
+        120,
+        state=lambda: str([_container(p) for p in controller_pods(node, installed)]),
+        interval=0.25,
     )
     expected = [f"{name}-w-{index}" for index in range(4)]
-    eventually(
+    poll(
         lambda: _jobs_of(node, namespace, name) == expected,
         "all 4 Jobs",
-        within=60,
-        diagnose=lambda: f"Jobs {_jobs_of(node, namespace, name)}",
+        60,
+        state=lambda: f"Jobs {_jobs_of(node, namespace, name)}",
+        interval=0.25,
     )
     _, final = node.cluster.request("GET", f"{JOBSETS.format(namespace=namespace)}/{name}")
     # Recovered without restarting the JobSet (a status not written yet holds no restart either).
@@ -539,7 +532,7 @@ def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
                         return holder
             return ""
 
-        holder = eventually(live_holder, "a live leader", within=60)
+        holder = poll(live_holder, "a live leader", 60, interval=0.25)
         leader = next(name for name in names if holder.startswith(f"{name}_"))
         standby = next(name for name in names if name != leader)
         # The standby is Ready (it serves admissions) but waits for the Lease.
@@ -575,7 +568,7 @@ def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
 
         try:
             # the leader drains for 20 s at most, then releases
-            eventually(another_leads, "another replica holds the Lease", within=40)
+            poll(another_leads, "another replica holds the Lease", 40, interval=0.25)
         except AssertionError as late:
             raise AssertionError(
                 f"{late}: leader {leader}, standby {standby}, holders {sorted(set(holders))}"
@@ -586,7 +579,12 @@ def test_of_two_replicas_one_leads_and_another_takes_over_when_it_is_deleted(
         jobset = python_jobset(name, image, "print('ok')", replicas=2)
         status, body = node.cluster.request("POST", JOBSETS.format(namespace=namespace), jobset)
         assert status == 201, body
-        eventually(lambda: len(_jobs_of(node, namespace, name)) == 2, "the new leader's Jobs")
+        poll(
+            lambda: len(_jobs_of(node, namespace, name)) == 2,
+            "the new leader's Jobs",
+            120,
+            interval=0.25,
+        )
         exit_codes = _until_exit_code(watch)
         assert exit_codes == "0", exit_codes
         last_lines = leader_log.read()
@@ -668,7 +666,7 @@ def test_the_serving_certificate_rotates_in_place_without_a_failed_admission(
             )
             return all(h["clientConfig"].get("caBundle") == ca for h in config["webhooks"])
 
-        eventually(new_ca_injected, "a new CA in the Secret and the configurations", within=60)
+        poll(new_ca_injected, "a new CA in the Secret and the configurations", 60, interval=0.25)
         _, service = cluster.request(
             "GET", f"/api/v1/namespaces/{installed.namespace}/services/{installed.webhook_service}"
         )
@@ -677,10 +675,11 @@ def test_the_serving_certificate_rotates_in_place_without_a_failed_admission(
         first = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
         left = first.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
         assert left.total_seconds() <= 60, f"issued under other flags: valid for {left} more"
-        eventually(
+        poll(
             lambda: _served_serial(address) == first.serial_number,
             "the webhook serves the new certificate",
-            within=60,
+            60,
+            interval=0.25,
         )
         serials, answers, failures = {first.serial_number}, 0, []
         # A rotation every ~10 s: three certificates and more (scaled as every wait).

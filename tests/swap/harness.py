@@ -34,7 +34,6 @@ import base64
 import datetime
 import re
 import ssl
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -53,7 +52,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
 )
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import free_port
 from jobset_controller_dev.envtest.upstream import UpstreamController, upstream_home
 
@@ -77,25 +76,6 @@ _NOT_WORK = {"leases", "tokenreviews", "subjectaccessreviews"}
 _WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 # Generous: two cores shared with other test runs.
 WAIT = 120.0
-
-
-def until(
-    check: Callable[[], object],
-    what: str,
-    within: float = WAIT,
-    state: Callable[[], str] = lambda: "",
-) -> None:
-    """Poll `check` until it is truthy (conditions, never a fixed sleep); past `within` s
-    (scaled here: `polling.scaled`) fail naming `what` and `state()`, what the test knows of
-    the state it waits on."""
-    deadline = time.monotonic() + scaled(within)
-    while not check():
-        if time.monotonic() > deadline:
-            seen = state()
-            raise AssertionError(
-                f"{what}: not reached within {scaled(within):g} s" + (f" ({seen})" if seen else "")
-            )
-        time.sleep(0.2)
 
 
 def jobsets_path(ns: str) -> str:
@@ -301,9 +281,10 @@ class Bench:
             seen[0] = f"{reconciled:g} reconciles, queue depth {depth:g}"
             return reconciled >= jobsets and depth == 0
 
-        until(
+        poll(
             idle,
             f"{controller.side} reconciled {jobsets} JobSets, queue empty",
+            WAIT,
             state=lambda: seen[0],
         )
 
@@ -423,15 +404,21 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
 
     for manifest in state_manifests():
         create(cluster, ns, manifest)
-    until(
+    poll(
         lambda: running(cluster, ns, "holder") == 8,
         "holder: 8 pods running, one Job per rack",
+        WAIT,
         state=seen,
     )
     create(cluster, ns, _exclusive("waiting", 1))
-    until(lambda: running(cluster, ns, "running") == 5, "running: 5 pods running", state=seen)
-    until(lambda: running(cluster, ns, "restarting") == 2, "restarting: 2 pods running", state=seen)
-    until(lambda: running(cluster, ns, "depends") == 1, "depends: init running", state=seen)
+    poll(lambda: running(cluster, ns, "running") == 5, "running: 5 pods running", WAIT, state=seen)
+    poll(
+        lambda: running(cluster, ns, "restarting") == 2,
+        "restarting: 2 pods running",
+        WAIT,
+        state=seen,
+    )
+    poll(lambda: running(cluster, ns, "depends") == 1, "depends: init running", WAIT, state=seen)
     # mid-restart: one pod fails (deleted; kwok marks it Failed), its Job fails, the JobSet
     # restarts; the first attempt's Jobs stay in foreground deletion, held by their pods.
     victim = pods(cluster, ns, "restarting")[0]["metadata"]["name"]
@@ -445,7 +432,12 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
             and all(j["metadata"].get("deletionTimestamp") for j in held)
         )
 
-    until(mid_restart, "restarting: restart 1 decided, attempt 0's Jobs being deleted", state=seen)
+    poll(
+        mid_restart,
+        "restarting: restart 1 decided, attempt 0's Jobs being deleted",
+        WAIT,
+        state=seen,
+    )
 
     def waiting() -> bool:
         found = pods(cluster, ns, "waiting")
@@ -457,7 +449,7 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
             return len(followers) == 1 and gated(followers[0])
         return not followers
 
-    until(waiting, f"waiting: leader Pending, follower {waiting_follower}", state=seen)
+    poll(waiting, f"waiting: leader Pending, follower {waiting_follower}", WAIT, state=seen)
     create(cluster, ns, jobset_manifest("ttl", replicated_jobs=[replicated_job("w", 1, pods=1)],
                                         ttlSecondsAfterFinished=TTL_SECONDS))  # fmt: skip
     expected = {
@@ -465,7 +457,7 @@ def create_states(cluster: FullCluster, ns: str, *, waiting_follower: str) -> No
         "depends": (0, ()), "holder": (0, ()), "waiting": (0, ()),
         "completed": (0, ("Completed",)), "failed": (0, ("Failed",)), "ttl": (0, ("Completed",)),
     }  # fmt: skip
-    until(lambda: states(cluster, ns) == expected, "every JobSet in its state", state=seen)
+    poll(lambda: states(cluster, ns) == expected, "every JobSet in its state", WAIT, state=seen)
 
 
 def gated(pod: dict[str, Any]) -> bool:
@@ -627,9 +619,13 @@ def converge(cluster: FullCluster, ns: str, before: Snapshot) -> None:
             and running(cluster, ns, "restarting") == 2
         )
 
-    until(restarted, "restarting: attempt 1's Jobs running", state=seen)
-    until(lambda: not get_jobset(cluster, ns, "ttl"), "ttl: deleted when its TTL expired",
-          within=WAIT + TTL_SECONDS, state=seen)  # fmt: skip
+    poll(restarted, "restarting: attempt 1's Jobs running", WAIT, state=seen)
+    poll(
+        lambda: not get_jobset(cluster, ns, "ttl"),
+        "ttl: deleted when its TTL expired",
+        WAIT + TTL_SECONDS,
+        state=seen,
+    )
     assert before.ttl_expires is not None
     assert datetime.datetime.now(datetime.UTC) >= before.ttl_expires - datetime.timedelta(
         seconds=1
@@ -679,7 +675,7 @@ def delete_a_follower(cluster: FullCluster, ns: str) -> str:
         "DELETE", f"/api/v1/namespaces/{ns}/pods/{follower['metadata']['name']}"
     )
     assert status == 200, body
-    until(
+    poll(
         lambda: any(
             p["metadata"]["uid"] != follower["metadata"]["uid"]
             and p["metadata"]["annotations"].get(INDEX) == "1"
@@ -687,6 +683,7 @@ def delete_a_follower(cluster: FullCluster, ns: str) -> str:
             for p in pods(cluster, ns, "holder")
         ),
         "the holder's deleted follower recreated",
+        WAIT,
     )
     return job
 
@@ -694,4 +691,4 @@ def delete_a_follower(cluster: FullCluster, ns: str) -> str:
 def free_the_racks(cluster: FullCluster, ns: str) -> None:
     status, body = cluster.request("DELETE", f"{jobsets_path(ns)}/holder")
     assert status == 200, body
-    until(lambda: not pods(cluster, ns, "holder", live=False), "the holder's pods gone")
+    poll(lambda: not pods(cluster, ns, "holder", live=False), "the holder's pods gone", WAIT)

@@ -20,6 +20,7 @@ import sys
 
 from tests.swap.harness import (
     INDEX,
+    WAIT,
     Bench,
     Running,
     assert_untouched,
@@ -33,12 +34,11 @@ from tests.swap.harness import (
     placed_in_leaders_rack,
     pods,
     snapshot,
-    until,
 )
 
 from jobset_controller.api.constants import FIELD_MANAGER
 from jobset_controller_dev.envtest.fullcluster import FullCluster
-from jobset_controller_dev.envtest.polling import scaled
+from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import free_port
 
 JOBSETS = 9
@@ -76,9 +76,9 @@ def test_upgrade_upstream_to_ours_touches_nothing_and_places_upstreams_pods(
         assert_untouched(before, snapshot(cluster, ns))
         # The Job controller recreates a follower of a Job upstream created: ours places it.
         job = delete_a_follower(cluster, ns)
-        until(lambda: placed_in_leaders_rack(cluster, ns, job), f"{job}: follower in its rack")
+        poll(lambda: placed_in_leaders_rack(cluster, ns, job), f"{job}: follower in its rack", WAIT)
         free_the_racks(cluster, ns)
-        until(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed")
+        poll(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed", WAIT)
         converge(cluster, ns, before)
         one_manager_name(cluster, ns)
     finally:
@@ -117,7 +117,7 @@ def test_rollback_ours_to_upstream_with_gated_followers(
         assert_untouched(before, snapshot(cluster, ns))
         # Upstream's webhooks place the recreated follower of a Job ours created, as ours did.
         job = delete_a_follower(cluster, ns)
-        until(lambda: placed_in_leaders_rack(cluster, ns, job), f"{job}: follower in its rack")
+        poll(lambda: placed_in_leaders_rack(cluster, ns, job), f"{job}: follower in its rack", WAIT)
         # The hazard: the waiting Job's leader gets a rack, and its follower, gated by ours,
         # has nobody to release it under upstream...
         (follower,) = [
@@ -132,7 +132,7 @@ def test_rollback_ours_to_upstream_with_gated_followers(
                 for p in found
             )
 
-        until(leader_bound, "waiting: leader bound")
+        poll(leader_bound, "waiting: leader bound", WAIT)
         (still,) = [
             p for p in pods(cluster, ns, "waiting") if p["metadata"]["annotations"][INDEX] == "1"
         ]
@@ -145,7 +145,7 @@ def test_rollback_ours_to_upstream_with_gated_followers(
         )  # fmt: skip
         assert release.returncode == 0, release.stdout + release.stderr
         assert f"pod {ns}/{follower['metadata']['name']} released" in release.stdout
-        until(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed")
+        poll(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed", WAIT)
         (placed,) = [
             p for p in pods(cluster, ns, "waiting") if p["metadata"]["annotations"][INDEX] == "1"
         ]
@@ -177,13 +177,13 @@ def test_rolling_update_one_writer_at_a_time(cluster: FullCluster, bench: Bench,
         assert bench.lease_holder() == holder
         stopped(upstream)
         stopped_at = bench.writes(upstream)[-1][0] if bench.writes(upstream) else None
-        until(lambda: bench.lease_holder() not in ("", holder), "ours takes the Lease")
+        poll(lambda: bench.lease_holder() not in ("", holder), "ours takes the Lease", WAIT)
         bench.wait_idle(ours, JOBSETS)
         assert_untouched(before, snapshot(cluster, ns))
         job = delete_a_follower(cluster, ns)
-        until(lambda: placed_in_leaders_rack(cluster, ns, job), f"{job}: follower in its rack")
+        poll(lambda: placed_in_leaders_rack(cluster, ns, job), f"{job}: follower in its rack", WAIT)
         free_the_racks(cluster, ns)
-        until(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed")
+        poll(lambda: placed_in_leaders_rack(cluster, ns, "waiting-w-0"), "waiting: placed", WAIT)
         converge(cluster, ns, before)
         # Exactly one writer at a time: every write of upstream's precedes every write of ours.
         ours_writes = bench.writes(ours)

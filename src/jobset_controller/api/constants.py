@@ -27,6 +27,9 @@ SINGULAR: Final = "jobset"
 # (docs/behaviour.md#field-manager).
 FIELD_MANAGER: Final = "jobset"
 
+# A replicatedJob's groupName when unset (the group-name label of its Jobs and pods).
+DEFAULT_GROUP_NAME: Final = "default"
+
 # The reserved spec.managedBy value meaning "this controller" (docs/behaviour.md#managed-by).
 JOBSET_CONTROLLER_NAME: Final = "jobset.sigs.k8s.io/jobset-controller"
 
@@ -63,13 +66,9 @@ DISABLE_IN_PLACE_RESTART_KEY: Final = "jobset.sigs.k8s.io/disable-in-place-resta
 # Values of the embedded batch/v1 and core/v1 types that JobSet defaults or checks
 # (docs/behaviour.md#defaults, #validation-create).
 INDEXED_COMPLETION: Final = "Indexed"
-NON_INDEXED_COMPLETION: Final = "NonIndexed"
 RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
 POD_REPLACEMENT_POLICY_FAILED: Final = "Failed"
 MAX_INT32: Final = 2_147_483_647
-
-# Upstream's unused restart reason, kept as a published constant (docs/behaviour.md#pod-labels).
-JOBSET_RESTART_REASON: Final = "Restarting"
 
 
 class FailurePolicyAction(StrEnum):

@@ -25,6 +25,15 @@ _GATE_ATTRIBUTES: Mapping[str, str] = {
     "JobSetActiveDeadlineSeconds": "active_deadline_seconds",
 }
 
+# Upstream's gate names, in the order above: the one list of them.
+GATE_NAMES: tuple[str, ...] = tuple(_GATE_ATTRIBUTES)
+
+
+def gate_name(attribute: str) -> str:
+    """Upstream's name of the gate a ``FeatureGates`` attribute holds (KeyError if none)."""
+    return next(gate for gate, held in _GATE_ATTRIBUTES.items() if held == attribute)
+
+
 # GA gates cannot be switched off any more (value they are locked to).
 _LOCKED_GATES: Mapping[str, bool] = {"TLSOptions": True}
 

@@ -40,6 +40,7 @@ from pydantic.alias_generators import to_camel
 
 from jobset_controller.api.constants import (
     API_VERSION,
+    DEFAULT_GROUP_NAME,
     KIND,
     ConditionStatus,
     DependsOnStatus,
@@ -195,7 +196,7 @@ class ReplicatedJob(WireModel):
     """A Job template stamped out ``replicas`` times as ``<jobset>-<name>-<index>``."""
 
     name: str
-    group_name: str = "default"
+    group_name: str = DEFAULT_GROUP_NAME
     template: JobTemplateSpec
     replicas: StrictInt = Field(default=1, ge=0)
     depends_on: list[DependsOn] | None = Field(default=None, max_length=5)

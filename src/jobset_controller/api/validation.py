@@ -47,6 +47,7 @@ from jobset_controller.api.crd_rules import (
 from jobset_controller.api.defaults import effective_completion_mode, effective_rule_name
 from jobset_controller.api.features import FeatureGates
 from jobset_controller.api.field_errors import FieldError, render_bad_value
+from jobset_controller.api.gang_validation import check_scheduling, check_scheduling_update
 from jobset_controller.api.message_patterns import pattern_error
 from jobset_controller.api.name_checks import (
     byte_length,
@@ -65,7 +66,6 @@ from jobset_controller.api.naming import (
     pvc_name,
     subdomain,
 )
-from jobset_controller.api.scheduling_validation import check_scheduling, check_scheduling_update
 from jobset_controller.api.types import (
     Coordinator,
     FailurePolicy,

@@ -42,7 +42,7 @@ from jobset_controller.runtime.informer import (
 OWNER_UID = "owner-uid"
 
 # schedulingGroup: the PodGroup a gang-scheduled Job's pods name; a resume compares it with the
-# one the spec gives the Job now and recreates the Job when they differ (reconcile.scheduling).
+# one the spec gives the Job now and recreates the Job when they differ (reconcile.gang).
 _POD_SPEC_FIELDS = (
     "nodeSelector",
     "tolerations",

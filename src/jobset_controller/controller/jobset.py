@@ -40,15 +40,16 @@ import structlog
 
 from jobset_controller import api, reconcile
 from jobset_controller.api import FeatureGates
+from jobset_controller.api.constants import RestartStrategy
 from jobset_controller.api.naming import jobset_subdomain
-from jobset_controller.controller.deletions import DeleteExpectations
+from jobset_controller.controller.create_expectations import CreateExpectations
+from jobset_controller.controller.delete_expectations import DeleteExpectations
 from jobset_controller.controller.executor import Executor
-from jobset_controller.controller.expectations import CreateExpectations
+from jobset_controller.controller.gang import build_scheduling_informers
 from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import JOBSET_PODS
 from jobset_controller.controller.restart_timeline import RestartMetrics, RestartTimeline
-from jobset_controller.controller.scheduling import build_scheduling_informers
 from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
@@ -84,7 +85,7 @@ def _pod_annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _uses_in_place_restart(raw: Mapping[str, Any]) -> bool:
     policy = (raw.get("spec") or {}).get("failurePolicy") or {}
-    return bool(policy.get("restartStrategy") == "InPlaceRestart")
+    return bool(policy.get("restartStrategy") == RestartStrategy.IN_PLACE_RESTART)
 
 
 def _has_failed_job(jobs: tuple[Mapping[str, Any], ...]) -> bool:
@@ -102,7 +103,8 @@ def creates_mode_dependent_jobs(plan: Plan) -> bool:
 
 
 class JobSetController:
-    """Owns the JobSet, Job, Service and PVC informers and reconciles one key at a time."""
+    """Owns the JobSet, Job, Service and PVC informers (with gang scheduling served, the
+    Workload and PodGroup ones too) and reconciles one key at a time."""
 
     def __init__(
         self,
@@ -132,7 +134,7 @@ class JobSetController:
         by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only.
         `scheduling_api`: with the JobSetWorkloadAwareSchedulingAPI gate, discovery found
         scheduling.k8s.io/v1beta1; the Workload and PodGroup informers are then built here
-        (`controller.scheduling`)."""
+        (`controller.gang`)."""
         self._placement_mode = placement_mode
         self._pods = pods
         self._enqueue = enqueue

@@ -20,12 +20,12 @@ from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.manager import certificates, controllers, servers
 from jobset_controller.manager.build_info import register_build_info
 from jobset_controller.manager.environment import ManagerOptions, controller_namespace
-from jobset_controller.manager.warmup import warm_up
+from jobset_controller.manager.preload import warm_up
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource
-from jobset_controller.runtime.httpserver import parse_bind_address
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import trim_once_quiet
+from jobset_controller.runtime.metrics_and_health import parse_bind_address
 from jobset_controller.runtime.runnables import Group, Runnable, Runnables
 from jobset_controller.webhook.pods import Lookups
 
@@ -35,17 +35,21 @@ log = structlog.get_logger("manager")
 PROBE_WAITS_FOR_WEBHOOK = 15.0
 
 
+# The JobSet controller, as the run's parts hold it (lifecycle names no controller type).
+Controller = JobSetController
+
+
 @dataclass(frozen=True)
 class Parts:
     """What the rest of the run (and tests, benchmarks) reach into."""
 
-    controller: JobSetController
+    controller: Controller
     units: tuple[controllers.ControllerUnit, ...]
     webhooks: servers.Webhooks | None
     lag: LoopLagMonitor
 
 
-def build(
+async def build(
     options: ManagerOptions,
     client: KubeClient,
     runnables: Runnables,
@@ -55,13 +59,14 @@ def build(
     identity: str,
     clock: Clock,
     rng: RandomSource,
-    scheduling_api: bool = False,
+    wait: controllers.Waiter,
 ) -> Parts:
     """Build every part on `client` and add its runnables; CertificateError if a configured
-    certificate cannot be loaded. `scheduling_api`: discovery found the Workload and PodGroup
-    API (asked only with the JobSetWorkloadAwareSchedulingAPI gate)."""
+    certificate cannot be loaded. What a unit must learn from the API server before it is built
+    (the JobSet unit: whether the Workload API is served) is asked first, through `wait`."""
     config, add = options.config, runnables.add
     features = FeatureGates.from_mapping(config.feature_gates)
+    scheduling_api = await controllers.workload_api_served(client, features, wait)
     wiring = controllers.Wiring(
         client,
         controllers.SharedMetrics.of(registry),

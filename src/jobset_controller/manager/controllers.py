@@ -19,14 +19,16 @@ controller-runtime's are.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.executor import Executor, JobSetMetrics
+from jobset_controller.controller.gang import scheduling_api_served
 from jobset_controller.controller.jobset import FailedPods, JobSetController
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import PodPlacementController
@@ -194,6 +196,27 @@ def pod_unit(
         after_workers=pods.log_waiting_followers,
     )
     return PodUnit(pods, unit)
+
+
+# Awaits a step of the start-up, ending the run at once if a stop is requested meanwhile
+# (`Manager._unless_stopped`).
+Waiter = Callable[[Coroutine[Any, Any, bool]], Awaitable[bool]]
+
+
+async def workload_api_served(client: KubeClient, features: FeatureGates, wait: Waiter) -> bool:
+    """The JobSet unit's discovery, before it is built: with the JobSetWorkloadAwareSchedulingAPI
+    gate only, whether the API server serves the Workload and PodGroup API (controller.gang).
+    Without it the controller runs and says so per JobSet (WorkloadAPIUnavailable) instead of
+    failing."""
+    if not features.workload_aware_scheduling:
+        return False
+    served = await wait(scheduling_api_served(client))
+    if not served:
+        log.warning(
+            "JobSetWorkloadAwareSchedulingAPI is on but the API server does not serve "
+            "scheduling.k8s.io/v1beta1 workloads and podgroups; gang scheduling is off"
+        )
+    return served
 
 
 @dataclass(frozen=True)

@@ -17,18 +17,23 @@ import socket
 import sys
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
 from jobset_controller import __version__
 from jobset_controller.api.constants import FIELD_MANAGER
 from jobset_controller.config import (
+    CA_VALIDITY,
     CACHE_SYNC_TIMEOUT,
+    CERT_LOOKAHEAD,
+    CERT_VALIDITY,
     EVENT_FLUSH_TIMEOUT,
     POD_WORKERS,
     SHUTDOWN_TIMEOUT,
     WORKERS,
     Configuration,
+    parse_duration,
 )
 from jobset_controller.runtime.certs import CertPolicy
 
@@ -88,7 +93,7 @@ class ManagerOptions:
     # Internal certificate management: lifetimes and lookahead (upstream's by default), and
     # names the serving certificate carries besides the Service's (e.g. 127.0.0.1 when an API
     # server on the same host calls the webhook by URL, as in tests).
-    cert_policy: CertPolicy = field(default_factory=CertPolicy)
+    cert_policy: CertPolicy = field(default_factory=lambda: default_cert_policy())
     cert_extra_sans: tuple[str, ...] = ()
     # `--early-job-conditions` (ours), over `earlyJobConditions.enable`.
     early_job_conditions: bool | None = None
@@ -116,6 +121,15 @@ class ManagerOptions:
     @property
     def effective_early_job_conditions(self) -> bool:
         return _pick(self.early_job_conditions, self.config.early_job_conditions.enable)
+
+
+def default_cert_policy() -> CertPolicy:
+    """Internal certificate management's lifetimes as config.py sets them."""
+    return CertPolicy(
+        ca_validity=timedelta(seconds=parse_duration(CA_VALIDITY)),
+        cert_validity=timedelta(seconds=parse_duration(CERT_VALIDITY)),
+        lookahead=timedelta(seconds=parse_duration(CERT_LOOKAHEAD)),
+    )
 
 
 def _pick(override: T | None, configured: T) -> T:

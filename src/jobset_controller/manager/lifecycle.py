@@ -1,12 +1,13 @@
 """`Manager.run`: the phases of a process, in order, over the runnable groups.
 
 Belongs here: the order of the phases and how each ends the run. What each part is lives in its
-own module (environment, certificates, servers, controllers, leadership, shutdown, warmup), and
+own module (environment, certificates, servers, controllers, leadership, shutdown, preload), and
 `assembly` builds them and declares their runnables; this one walks the groups:
 
 1. connect: the API client every part shares (closed last);
-2. build: the controllers' units, the placement probe, the certificates and the servers; every
-   part declares its runnables, and every readiness check joins /readyz as it is declared;
+2. build (`assembly`): the controllers' units, after what a unit must ask the API server first,
+   the placement probe, the certificates and the servers; every part declares its runnables,
+   and every readiness check joins /readyz as it is declared;
 3. SERVERS: /healthz, /readyz and /metrics answer;
 4. WEBHOOKS: certificates (the rotator writes its Secret on every replica), then the webhook
    server, in the background;
@@ -37,38 +38,28 @@ import contextlib
 import gc
 import random
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
-from jobset_controller.controller.jobset import JobSetController
-from jobset_controller.controller.scheduling import scheduling_api_served
 from jobset_controller.manager import assembly, certificates, controllers, leadership, servers
+from jobset_controller.manager.clients import Clients, CredentialsError, connect
 from jobset_controller.manager.environment import (
     ManagerOptions,
     new_identity,
-    user_agent,
 )
 from jobset_controller.manager.shutdown import Deposed, stop_gracefully
-from jobset_controller.runtime.client import ClientSettings, KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.http1server import ACCEPT_ERRORS
-from jobset_controller.runtime.kubeconfig import load as load_access
 from jobset_controller.runtime.leaderelection import LeaderElector
 from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import malloc_trim
+from jobset_controller.runtime.metrics_and_health import AcceptErrorsCollector
 from jobset_controller.runtime.runnables import Group, NotSynced, Runnables
 
 log = structlog.get_logger("manager")
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class _Clients:
-    main: KubeClient
-    reviews: KubeClient
 
 
 class _Exit(Exception):
@@ -101,7 +92,7 @@ class Manager:
         # The served ports' refused accepts: one process-wide collector (http1server), in every
         # registry a manager serves (a second manager on the same registry finds it there).
         with contextlib.suppress(ValueError):
-            registry.register(ACCEPT_ERRORS)
+            registry.register(AcceptErrorsCollector(ACCEPT_ERRORS))
         self.registry = registry
         # One time line and one source of jitter for every runtime piece built here.
         self.clock: Clock = clock or RealClock()
@@ -113,11 +104,25 @@ class Manager:
         )
         self.runnables = Runnables(self.clock, on_ready_check=self.health.add_readiness_check)
         self.runnables.add(probes)
-        self.controller: JobSetController | None = None
-        self.lag: LoopLagMonitor | None = None
-        self.webhooks: servers.Webhooks | None = None
+        self.parts: assembly.Parts | None = None
         self.elector: LeaderElector | None = None
-        self.units: tuple[controllers.ControllerUnit, ...] = ()
+
+    @property
+    def controller(self) -> assembly.Controller | None:
+        """The JobSet controller, once built (tests and benchmarks reach into it)."""
+        return None if self.parts is None else self.parts.controller
+
+    @property
+    def units(self) -> tuple[controllers.ControllerUnit, ...]:
+        return () if self.parts is None else self.parts.units
+
+    @property
+    def webhooks(self) -> servers.Webhooks | None:
+        return None if self.parts is None else self.parts.webhooks
+
+    @property
+    def lag(self) -> LoopLagMonitor | None:
+        return None if self.parts is None else self.parts.lag
 
     @property
     def webhook_port(self) -> int | None:
@@ -138,8 +143,7 @@ class Manager:
             async with contextlib.AsyncExitStack() as stack:
                 clients = await self._connect(stack)
                 stack.push_async_callback(self.runnables.stop_all)
-                scheduling_api = await self._discover_scheduling_api(clients.main)
-                self._build(clients, scheduling_api=scheduling_api)
+                await self._build(clients)
                 await self.runnables.start(Group.SERVERS)
                 await self.runnables.start(Group.WEBHOOKS)
                 await self._sync_caches()
@@ -153,58 +157,17 @@ class Manager:
             return end.code
 
     # ------------------------------------------------------------------------ phases
-    async def _connect(self, stack: contextlib.AsyncExitStack) -> _Clients:
-        """The API clients: the main one every part shares, and the metrics endpoint's own for
-        token and access reviews (a flood of scrapes with new tokens must not spend the
-        reconciles' QPS budget). Closed last."""
-        opts = self.options
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> Clients:
+        """The API clients (`clients.connect`), closed last; a bad kubeconfig ends the run."""
         try:
-            access = await load_access(opts.kubeconfig, None)
-        except Exception as problem:  # a bad kubeconfig or no in-cluster config: say so, no trace
-            log.error("cannot load cluster credentials", error=str(problem))
-            raise _Exit(1) from problem
-        main = KubeClient.for_access(
-            access,
-            settings=ClientSettings(
-                qps=opts.effective_qps, burst=opts.effective_burst, user_agent=user_agent()
-            ),
-            registry=self.registry,
-            clock=self.clock,
-            rng=self.rng,
-        )
-        stack.push_async_callback(main.close)
-        reviews = KubeClient.for_access(
-            access,
-            settings=ClientSettings(
-                qps=servers.REVIEW_CLIENT_QPS,
-                burst=servers.REVIEW_CLIENT_BURST,
-                user_agent=user_agent("metrics-auth"),
-            ),
-            clock=self.clock,
-            rng=self.rng,
-        )
-        stack.push_async_callback(reviews.close)
-        return _Clients(main, reviews)
+            return await connect(self.options, stack, self.registry, self.clock, self.rng)
+        except CredentialsError as error:
+            raise _Exit(1) from error
 
-    async def _discover_scheduling_api(self, client: KubeClient) -> bool:
-        """With the JobSetWorkloadAwareSchedulingAPI gate only: whether the API server serves
-        the Workload and PodGroup API (controller.scheduling). Without it the controller runs
-        and says so per JobSet (WorkloadAPIUnavailable) instead of failing."""
-        gates = self.options.config.feature_gates
-        if not gates.get("JobSetWorkloadAwareSchedulingAPI", False):
-            return False
-        served = await self._unless_stopped(scheduling_api_served(client))
-        if not served:
-            log.warning(
-                "JobSetWorkloadAwareSchedulingAPI is on but the API server does not serve "
-                "scheduling.k8s.io/v1beta1 workloads and podgroups; gang scheduling is off"
-            )
-        return served
-
-    def _build(self, clients: _Clients, *, scheduling_api: bool = False) -> None:
+    async def _build(self, clients: Clients) -> None:
         """Construct every part and declare its runnables; nothing runs or listens yet."""
         try:
-            parts = assembly.build(
+            self.parts = await assembly.build(
                 self.options,
                 clients.main,
                 self.runnables,
@@ -213,13 +176,11 @@ class Manager:
                 identity=self.identity,
                 clock=self.clock,
                 rng=self.rng,
-                scheduling_api=scheduling_api,
+                wait=self._unless_stopped,
             )
         except certificates.CertificateError as error:
             log.error(str(error))
             raise _Exit(1) from error
-        self.controller, self.units = parts.controller, parts.units
-        self.webhooks, self.lag = parts.webhooks, parts.lag
 
     async def _sync_caches(self) -> None:
         """Start the CACHES group and wait for every informer's first list."""

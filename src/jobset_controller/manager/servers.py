@@ -31,7 +31,7 @@ from jobset_controller.controller.resources import PVCS
 from jobset_controller.manager.certificates import MetricsTLS, WebhookTLS
 from jobset_controller.runtime.client import KubeClient, NotFound
 from jobset_controller.runtime.clock import Clock
-from jobset_controller.runtime.httpserver import HealthServer, MetricsServer
+from jobset_controller.runtime.metrics_and_health import HealthServer, MetricsServer
 from jobset_controller.runtime.metricsauth import DelegatingAuth
 from jobset_controller.runtime.runnables import Group, Runnable
 from jobset_controller.webhook.pods import FollowerMode, Lookups

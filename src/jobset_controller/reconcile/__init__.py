@@ -37,36 +37,8 @@ Rules
 Theory of operation
 -------------------
 
-A pass follows the order written out in ``steps`` (its docstring numbers the steps; the
-behaviour is docs/behaviour.md#reconcile-order):
-
-1. Skip a JobSet being deleted or managed by another controller (empty Plan).
-2. Default the JobSet in memory and sort the child Jobs into previous / active / succeeded /
-   failed (``classify``); an unreadable child stops the pass with a Warning event only. Count
-   the current attempt's Jobs into the status draft (``counts``, ``draft``).
-3. A finished JobSet only deletes its active Jobs and applies its TTL (``ttl``); a JobSet that
-   must not run fails (``rejection``).
-4. A running one deletes its previous attempt's Jobs, starts counting execution attempts
-   (``execution_attempts``, gate ExecutionAttemptsTracking), marks JobsReady, keeps
-   ``startTime`` and checks the active deadline (``active_deadline``, gate
-   JobSetActiveDeadlineSeconds: once passed, the success policy completes the JobSet or it
-   fails, and the failure policy is not consulted), then lets the failure policy
-   (``failure_policy``) win over the success policy (``success_policy``).
-5. Otherwise it ensures, in one Plan: the headless Service (``service``), PVCs (``volumes``),
-   elastic sizes (``elastic``), the missing Jobs (``job_creation`` with ``depends_on`` and
-   ``startup_order``; a resume counts its execution attempt) and suspension or resume
-   (``suspend``, which with MutablePodResourcesForSuspendedJobSets also carries changed container
-   resources into the Jobs). Around it:
-   - deferred children (``deferred``): a suspended JobSet that never ran gets only its claims
-     and the status its suspended Jobs would give, no Jobs and no Service;
-   - gang scheduling (``scheduling``): the Workload and PodGroups, Jobs linked to their group;
-     while an old PodGroup is Terminating no Job is created or resumed (``resume_hold``), and a
-     resume deletes suspended Jobs linked to a group the spec no longer gives them;
-   - in-place restart (``in_place_restart``, gate InPlaceRestart): the barrier's status fields
-     from the snapshot's pods, or Failed with ReachedMaxRestarts.
-6. The status is rendered and compared last (``status``): written only when it changed, with
-   its events.
-
+The order of a pass is written once, in the docstring of ``steps`` (numbered, each step naming
+the module that decides it); docs/behaviour.md#reconcile-order says what it means for a JobSet.
 Each step takes the frozen view of the snapshot (``view``) and the status draft (``draft``) and
 returns values; conditions are written by the table in ``conditions``.
 

@@ -38,6 +38,7 @@ from jobset_controller.reconcile.jobs import Job, labels_of, name_of, true_condi
 
 JOB_COMPLETE: Final = "Complete"
 JOB_FAILED: Final = "Failed"
+JOB_SUSPENDED: Final = "Suspended"
 # The Job controller's interim conditions (Kubernetes >= 1.31): the outcome is decided, the
 # Job's pods are still terminating.
 JOB_SUCCESS_CRITERIA_MET: Final = "SuccessCriteriaMet"

@@ -1,27 +1,35 @@
-"""One reconcile pass: the steps of docs/behaviour.md#reconcile-order, one helper per step.
+"""One reconcile pass, one helper per step: the one statement of the order of a pass.
+
+What the order means for a JobSet is docs/behaviour.md#reconcile-order; each step's module says
+how it decides.
 
     1. being deleted                 -> empty Plan (garbage collection does the rest)
-    2. managed by another controller -> empty Plan
-    3. default in memory; sort the child Jobs (an unreadable one -> Warning event only)
-    4. count the current attempt's Jobs into the status draft
-    5. finished (Completed/Failed)   -> delete active Jobs, apply the TTL; stop
+    2. managed by another controller -> empty Plan (``managed_by``)
+    3. default in memory; sort the child Jobs (``classify``; an unreadable one -> Warning event
+       only)
+    4. count the current attempt's Jobs into the status draft (``counts``, ``draft``)
+    5. finished (Completed/Failed)   -> delete active Jobs, apply the TTL (``ttl``); stop
     6. rejected (invalid JobSet, InPlaceRestart with its gate off, no replicatedJobs) -> Failed
-    7. delete the previous attempt's Jobs; count the execution attempt (its gate)
+       (``rejection``)
+    7. delete the previous attempt's Jobs; count the execution attempt (``execution_attempts``,
+       its gate)
     8. all Jobs ready                -> RestartingJobSet=False (JobsReady)
     9. JobSetActiveDeadlineSeconds gate: ``startTime`` set to now when running without one,
        removed while suspended (``active_deadline``)
    10. active deadline passed        -> Completed when the success policy is met, else Failed
        (DeadlineExceeded) with the active Jobs deleted in the same Plan; stop. The failure
        policy is not consulted: an expired JobSet is never restarted.
-   11. any failed Job                -> failure policy; stop
-   12. enough succeeded Jobs         -> Completed; stop
-   13. headless Service; 14. PVCs; 15. elastic sizes; 16. missing Jobs; 17. suspend or resume
-       (deferredChildren: a suspended JobSet that never ran gets only 14 and its status; gang
-       scheduling: 16 and 17 wait while an old PodGroup of the JobSet is Terminating, and a
-       resume deletes the suspended Jobs linked to a PodGroup the spec no longer gives them)
+   11. any failed Job                -> failure policy (``failure_policy``); stop
+   12. enough succeeded Jobs         -> Completed (``success_policy``, ``terminal``); stop
+   13. headless Service (``service``); 14. PVCs (``volumes``); 15. elastic sizes (``elastic``);
+       16. missing Jobs (``job_creation``, ``depends_on``, ``startup_order``); 17. suspend or
+       resume (``suspend``). Deferred children (``deferred``): a suspended JobSet that never ran
+       gets only 14 and its status. Gang scheduling (``scheduling``): 16 and 17 wait while an
+       old PodGroup of the JobSet is Terminating, and a resume deletes the suspended Jobs linked
+       to a PodGroup the spec no longer gives them
    18. InPlaceRestart strategy with its gate: the in-place barrier's status fields
        (``in_place_restart``), or Failed ReachedMaxRestarts
-   19. the status, when it changed, with its events
+   19. the status, when it changed, with its events (``status``)
 
 Failure wins over success within a pass: a pass that sees a failed Job never completes the
 JobSet. Only a passed deadline comes between them (success, then the deadline, then failure).
@@ -59,6 +67,14 @@ from jobset_controller.reconcile.draft import StatusDraft
 from jobset_controller.reconcile.elastic import elastic_patches
 from jobset_controller.reconcile.execution_attempts import count_resume, start_counting
 from jobset_controller.reconcile.failure_policy import Blocked, execute_failure_policy
+from jobset_controller.reconcile.gang import (
+    ResumeHold,
+    SchedulingOutcome,
+    link_jobs,
+    plan_scheduling,
+    resume_hold,
+    stale_links,
+)
 from jobset_controller.reconcile.in_place_restart import (
     InPlaceOutcome,
     reconcile_in_place_restart,
@@ -70,14 +86,6 @@ from jobset_controller.reconcile.jobs import uid_of as job_uid
 from jobset_controller.reconcile.managed_by import is_managed_by_this_controller
 from jobset_controller.reconcile.plan import Event, JobDelete, JobPatch, Plan
 from jobset_controller.reconcile.rejection import find_rejection, validation_message
-from jobset_controller.reconcile.scheduling import (
-    ResumeHold,
-    SchedulingOutcome,
-    link_jobs,
-    plan_scheduling,
-    resume_hold,
-    stale_links,
-)
 from jobset_controller.reconcile.service import service_to_create
 from jobset_controller.reconcile.snapshot import Snapshot
 from jobset_controller.reconcile.status import render_status, same_status

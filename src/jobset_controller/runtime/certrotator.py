@@ -34,7 +34,7 @@ import os
 import random
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -78,7 +78,7 @@ class RotatorSettings:
     cert_dir: Path
     # (kind, name) of each admission webhook configuration whose caBundle is kept current.
     webhook_configurations: tuple[tuple[Resource, str], ...]
-    policy: CertPolicy = field(default_factory=CertPolicy)
+    policy: CertPolicy
 
 
 def inject_ca_bundle(configuration: Obj, ca_bundle: bytes) -> Obj | None:

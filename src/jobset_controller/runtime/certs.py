@@ -51,13 +51,13 @@ SECRET_KEYS: Final = (CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
 
 @dataclass(frozen=True)
 class CertPolicy:
-    """How long certificates live and how early they are replaced (upstream's defaults: a 10-year
-    CA, a 1-year serving certificate, replaced 90 days before they would stop verifying, checked
-    at least every 12 hours)."""
+    """How long certificates live and how early they are replaced. The lifetimes are the
+    caller's (the controller's defaults are owned by config.py); how often the rotator looks
+    again (at least every 12 hours) and how long it lets a new CA settle are this module's."""
 
-    ca_validity: datetime.timedelta = datetime.timedelta(days=3650)
-    cert_validity: datetime.timedelta = datetime.timedelta(days=365)
-    lookahead: datetime.timedelta = datetime.timedelta(days=90)
+    ca_validity: datetime.timedelta
+    cert_validity: datetime.timedelta
+    lookahead: datetime.timedelta
     recheck: datetime.timedelta = datetime.timedelta(hours=12)
     settle: datetime.timedelta = datetime.timedelta(seconds=30)
 

@@ -20,7 +20,8 @@ What it adds, like client-go's rest client:
   `TimeoutError`;
 - waits (throttling, backoff, Retry-After) and latencies measured on an injected Clock, jitter
   drawn from an injected RandomSource, so tests can step them on virtual time;
-- `rest_client_requests_total` and `rest_client_request_duration_seconds` metrics;
+- `rest_client_requests_total` and `rest_client_request_duration_seconds` metrics
+  (runtime/client_metrics.py) in the registry the client is given (none without one);
 - a watch stream reader that splits lines itself (objects of any size) and has a read timeout,
   so a half-open connection cannot hang a watch;
 - the proxy the environment names for the API server (HTTPS_PROXY/HTTP_PROXY and NO_PROXY, read
@@ -38,11 +39,10 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.http1client import (
@@ -59,13 +59,17 @@ from jobset_controller.runtime.kubeconfig import ClusterAccess, Credentials
 from jobset_controller.runtime.kubeconfig import load as load_access
 from jobset_controller.runtime.ratelimit import TokenBucket, client_throttle
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from jobset_controller.runtime.client_metrics import RestClientMetrics
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 _POOL_SIZE = 100
 _CONNECT_TIMEOUT = 10.0
-_REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
 
 class ApiError(Exception):
@@ -144,25 +148,6 @@ class ClientSettings:
     request_timeout: float = 30.0
 
 
-class RestClientMetrics:
-    """client-go's rest_client_* metrics, as controller-runtime exports them."""
-
-    def __init__(self, registry: CollectorRegistry | None) -> None:
-        self.requests = Counter(
-            "rest_client_requests",
-            "Number of HTTP requests, partitioned by status code, method, and host.",
-            ["code", "method", "host"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "rest_client_request_duration_seconds",
-            "Request latency in seconds. Broken down by verb, and host.",
-            ["verb", "host"],
-            buckets=_REQUEST_BUCKETS,
-            registry=registry,
-        )
-
-
 class Transport(Protocol):
     """What KubeClient sends requests through (runtime/http1client.ConnectionPool; a script in
     tests)."""
@@ -194,7 +179,7 @@ class KubeClient:
         transport: Transport,
         credentials: Credentials,
         settings: ClientSettings,
-        metrics: RestClientMetrics,
+        metrics: RestClientMetrics | None,
         bucket: TokenBucket | None,
         clock: Clock | None = None,
         rng: RandomSource = random,
@@ -259,12 +244,20 @@ class KubeClient:
             connect_timeout=_CONNECT_TIMEOUT,
             user_agent=settings.user_agent,
         )
+        metrics = None
+        if registry is not None:
+            # Imported only here: prometheus_client costs ~4.5 MiB and ~25 ms of a process's
+            # start, and a process that keeps no registry (the in-place restart agent, in every
+            # pod of a JobSet; the command-line tools) would never read the figures.
+            from jobset_controller.runtime.client_metrics import RestClientMetrics
+
+            metrics = RestClientMetrics(registry)
         return cls(
             server=access.server,
             transport=pool,
             credentials=access.credentials,
             settings=settings,
-            metrics=RestClientMetrics(registry),
+            metrics=metrics,
             bucket=bucket,
             clock=clock,
             rng=rng,
@@ -307,6 +300,8 @@ class KubeClient:
         return f"{base}Authorization: {authorization}\r\n"
 
     def _count(self, code: str, method: str) -> None:
+        if self._metrics is None:
+            return
         counter = self._counters.get((code, method))
         if counter is None:
             counter = self._metrics.requests.labels(code, method, self._host)
@@ -314,6 +309,8 @@ class KubeClient:
         counter.inc()
 
     def _observe(self, method: str, seconds: float) -> None:
+        if self._metrics is None:
+            return
         latency = self._latencies.get(method)
         if latency is None:
             latency = self._metrics.latency.labels(method, self._host)

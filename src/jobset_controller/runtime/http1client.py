@@ -1,7 +1,7 @@
 """The API client's HTTP/1.1 connection pool: keep-alive connections to the API server on
 asyncio protocols. (Its siblings: runtime/http1server.py is the generic HTTP/1.1 server under the
-webhook, metrics and health endpoints; runtime/httpserver.py is the metrics and health servers
-built on it.) runtime/client.py's KubeClient sends every request through this pool.
+webhook, metrics and health endpoints; runtime/metrics_and_health.py is the metrics and health
+servers built on it.) runtime/client.py's KubeClient sends every request through this pool.
 
 Why our own and not aiohttp's client: a controller sends one kind of request to one server,
 JSON in and JSON out, and most of what a general client does per request (URL objects, cookie
@@ -120,15 +120,6 @@ def content_length(text: str) -> int | None:
     if not (text.isascii() and text.isdigit()) or len(text) > 18:
         return None
     return int(text)
-
-
-def keeps_alive(version: str, connection: str) -> bool:
-    """Whether a message of this HTTP version and Connection header leaves the connection open
-    (HTTP/1.1 unless "close"; HTTP/1.0 only with "keep-alive")."""
-    connection = connection.lower()
-    if "close" in connection:
-        return False
-    return version != "HTTP/1.0" or "keep-alive" in connection
 
 
 def check_target(target: str) -> None:

@@ -1,7 +1,8 @@
 """The generic HTTP/1.1 server on asyncio protocols, under the webhook, metrics and health
-endpoints. (Its siblings: runtime/httpserver.py builds the metrics and health servers on it, and
-webhook/server.py the admission server; runtime/http1client.py is the API client's connection
-pool, the other direction.) It knows routes, requests and replies, nothing of what they serve.
+endpoints. (Its siblings: runtime/metrics_and_health.py builds the metrics and health servers on
+it, and webhook/server.py the admission server; runtime/http1client.py is the API client's
+connection pool, the other direction.) It knows routes, requests and replies, nothing of what
+they serve.
 
 Why our own and not aiohttp's server: those endpoints need exact-path routing, a request body,
 one header and a status with a body back. aiohttp brought them at ~170 ms of imports before
@@ -62,14 +63,12 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import httptools
 import structlog
-from prometheus_client.core import CounterMetricFamily
-from prometheus_client.registry import Collector
 
 from jobset_controller.runtime.http1client import check_header_value, content_length
 from jobset_controller.runtime.memtrim import TrimAfterCloses
@@ -107,16 +106,13 @@ _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
 BODY_BUDGET_BYTES: Final = 32 * 1024 * 1024
 
 
-class AcceptErrors(Collector):
-    """``jobset_server_accept_errors_total{server,errno}``: accepts refused for lack of resources.
-
-    Why one process-wide collector and not a Counter per server: every server (health, metrics,
-    webhook) counts into it without being handed a registry, and the manager registers it once
-    (``registry.register(ACCEPT_ERRORS)``). Named as controller-runtime and client-go name their
-    counters: ``<namespace>_<subsystem>_<what>_total``.
-    """
-
-    name: Final = "jobset_server_accept_errors_total"
+class AcceptErrors:
+    """Accepts refused for lack of resources, by server name and errno name: one process-wide
+    count that every server (health, metrics, webhook) adds to without being handed a registry.
+    Exported as ``jobset_server_accept_errors_total{server,errno}`` by
+    metrics_and_health.AcceptErrorsCollector, which the manager registers; kept free of
+    prometheus_client here, so a process that serves no metrics (the in-place restart agent's
+    probe) does not load it."""
 
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str], int] = {}
@@ -128,16 +124,9 @@ class AcceptErrors(Collector):
     def value(self, server: str, code: int) -> int:
         return self._counts.get((server, errno.errorcode.get(code, str(code))), 0)
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            self.name.removesuffix("_total"),
-            "Connections a server could not accept for lack of file descriptors or kernel memory "
-            "(it backs off 5 ms doubling to 1 s, and serves open connections meanwhile).",
-            labels=("server", "errno"),
-        )
-        for (server, code), count in sorted(self._counts.items()):
-            family.add_metric((server, code), count)
-        yield family
+    def counts(self) -> list[tuple[tuple[str, str], int]]:
+        """((server, errno name), count) pairs, sorted."""
+        return sorted(self._counts.items())
 
 
 ACCEPT_ERRORS: Final = AcceptErrors()

@@ -15,7 +15,7 @@ Read here:
 - kubeconfig files: `--kubeconfig` (one file or an os.pathsep list), else the `$KUBECONFIG` list,
   else ~/.kube/config, merged as client-go merges them (the first file to set current-context wins,
   and so does the first to define a name). The commands (status, plan) resolve their context and
-  namespace from the same merged view (tools/kubeconfig.py). The context is `--context` or
+  namespace from the same merged view (tools/kubectl_context.py). The context is `--context` or
   current-context. Cluster: `server`, `certificate-authority(-data)`, `insecure-skip-tls-verify`.
   User: `token`, `tokenFile` (read again like the in-cluster token), `client-certificate(-data)`
   with `client-key(-data)`, `username`/`password`. File paths are relative to the kubeconfig that

@@ -26,9 +26,15 @@ class Resource:
         """The `apiVersion` an object of this resource carries (`v1` for the core group)."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def group_version_path(self) -> str:
+        """The group version's own path (`/api/v1`, `/apis/<group>/<version>`): what discovery
+        lists its resources at."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
         """The collection (all namespaces, or one), or one object when `name` is given."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        base = self.group_version_path
         if namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
@@ -36,6 +42,9 @@ class Resource:
 
 
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+# Pods: the controllers' caches and writes (controller.resources re-exports it) and the in-place
+# restart agent's own pod.
+PODS: Final = Resource("", "v1", "pods")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events")
 # Create-only reviews: who a bearer token belongs to, and whether that user may read /metrics.
 TOKEN_REVIEWS: Final = Resource("authentication.k8s.io", "v1", "tokenreviews")

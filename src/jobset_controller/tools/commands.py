@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from jobset_controller.runtime.interrupts import StopSignals
 from jobset_controller.runtime.output import AwaitedOutput
-from jobset_controller.tools.kubeconfig import KubeconfigError, Target, load
+from jobset_controller.tools.kubectl_context import KubeconfigError, Target, load
 
 if TYPE_CHECKING:
     from jobset_controller.api import FeatureGates

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from jobset_controller.api import EXCLUSIVE_KEY, REPLICATED_JOB_NAME_KEY
+from jobset_controller.api import EXCLUSIVE_KEY, REPLICATED_JOB_NAME_KEY, ConditionType
 from jobset_controller.api.placement import PLACEMENT_GATE
 from jobset_controller.reconcile.catalogue import (
     HEADLESS_SERVICE_CREATION_FAILED_EVENT,
@@ -51,7 +51,7 @@ def diagnose(state: JobSetState) -> str | None:
 
 
 def finished(state: JobSetState) -> str | None:
-    for kind in ("Failed", "Completed"):
+    for kind in (ConditionType.FAILED, ConditionType.COMPLETED):
         if is_true(state.jobset, kind):
             found = condition(state.jobset, kind) or {}
             return f"{kind.lower()}: {found.get('reason', '')}: {found.get('message', '')}"
@@ -153,15 +153,15 @@ def waiting_on_dependencies(state: JobSetState) -> str | None:
 
 
 def in_order_startup(state: JobSetState) -> str | None:
-    if not is_true(state.jobset, "StartupPolicyInProgress"):
+    if not is_true(state.jobset, ConditionType.STARTUP_POLICY_IN_PROGRESS):
         return None
     return "InOrder startup in progress: later replicatedJobs wait until this one's Jobs are ready"
 
 
 def restarting(state: JobSetState) -> str | None:
-    if not is_true(state.jobset, "RestartingJobSet"):
+    if not is_true(state.jobset, ConditionType.RESTARTING_JOBSET):
         return None
-    found = condition(state.jobset, "RestartingJobSet") or {}
+    found = condition(state.jobset, ConditionType.RESTARTING_JOBSET) or {}
     return f"restarting: {found.get('message', '')}"
 
 

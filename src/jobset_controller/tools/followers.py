@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jobset_controller.runtime.interrupts import StopSignals
-from jobset_controller.tools.kubeconfig import KubeconfigError, Target, load
+from jobset_controller.tools.kubectl_context import KubeconfigError, Target, load
 
 if TYPE_CHECKING:
     from jobset_controller.runtime.client import KubeClient

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from jobset_controller.api import RESTARTS_KEY
+from jobset_controller.api import RESTARTS_KEY, ConditionType
 from jobset_controller.reconcile.catalogue import RESTART_COMPLETED_EVENT
 from jobset_controller.tools.status_model import (
     JobSetState,
@@ -51,7 +51,7 @@ def restart_lines(state: JobSetState) -> list[str]:
 
 def _in_progress(state: JobSetState) -> list[str]:
     js = state.jobset
-    restarting = condition(js, "RestartingJobSet")
+    restarting = condition(js, ConditionType.RESTARTING_JOBSET)
     if restarting is None or restarting.get("status") != "True":
         return []
     attempt = _int(section(js, "status").get("restarts"))

@@ -15,7 +15,9 @@ from jobset_controller.api import (
     JOB_RESTART_ATTEMPT_KEY,
     REPLICATED_JOB_NAME_KEY,
     RESTARTS_KEY,
+    ConditionType,
 )
+from jobset_controller.reconcile.classify import JOB_COMPLETE, JOB_FAILED, JOB_SUSPENDED
 from jobset_controller.tools.diagnosis import diagnose
 from jobset_controller.tools.plan_render import pod_group_lines
 from jobset_controller.tools.status_model import (
@@ -91,19 +93,19 @@ def phase(js: Obj) -> str:
     terminal = section(js, "status").get("terminalState")
     if terminal:
         return str(terminal)
-    for kind in ("Completed", "Failed"):
+    for kind in (ConditionType.COMPLETED, ConditionType.FAILED):
         if is_true(js, kind):
             return kind
     if section(js, "spec").get("suspend") is True:
         return "Suspended"
-    if is_true(js, "RestartingJobSet"):
+    if is_true(js, ConditionType.RESTARTING_JOBSET):
         return "Restarting"
     return "Running"
 
 
 def job_phase(job: Obj) -> str:
     """Complete, Failed, Suspended, Running (a pod active) or Pending."""
-    for kind in ("Complete", "Failed", "Suspended"):
+    for kind in (JOB_COMPLETE, JOB_FAILED, JOB_SUSPENDED):
         if is_true(job, kind):
             return kind
     if section(job, "spec").get("suspend") is True:
@@ -155,8 +157,8 @@ def _job(state: JobSetState, job: Obj) -> list[str]:
         f"{key} {count(job, key)}" for key in ("active", "ready", "succeeded", "failed")
     )
     lines = [f"    Job {name(job)}  {job_phase(job)}  {attempts}  {tallies}"]
-    if is_true(job, "Failed"):
-        failed = condition(job, "Failed") or {}
+    if is_true(job, JOB_FAILED):
+        failed = condition(job, JOB_FAILED) or {}
         lines.append(f"      Failed: {failed.get('reason', '')}: {failed.get('message', '')}")
     job_uid = uid(job)
     pods = sorted((p for p in state.pods if controller_uid(p) == job_uid), key=name)

@@ -31,12 +31,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobset_controller.agent import Agent, Env
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.runtime.client import ClientSettings, KubeClient
 from jobset_controller.runtime.kubeconfig import ClusterAccess
 from jobset_controller.runtime.kubeconfig import load as load_access
 
 RESTART_CODE = 42
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_NAME_LABEL = JOBSET_NAME_KEY
 # A watch's silence longer than this means it is dead (the server ends watches sooner).
 _READ_TIMEOUT = 330.0
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.envtest.processes import free_port
 
@@ -59,7 +60,7 @@ class HostKubelet:
     async def pods(self) -> list[dict[str, Any]]:
         listed = await self.kube.get(
             f"/api/v1/namespaces/{self.namespace}/pods",
-            labelSelector=f"jobset.sigs.k8s.io/jobset-name={self.jobset}",
+            labelSelector=f"{JOBSET_NAME_KEY}={self.jobset}",
         )
         return list(listed["items"])
 

@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_true
 from jobset_controller_dev.envtest.kueue import KUEUE_API, KUEUE_API_VERSION, QUEUE_NAME_LABEL
 from jobset_controller_dev.envtest.kwok_stages import RUN_DURATION_ANNOTATION
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
 from jobset_controller_dev.envtest.polling import scaled
 
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_NAME = JOBSET_NAME_KEY
 
 
 class KueueNamespace:

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobset_controller.api.constants import NAMESPACED_JOB_KEY
+
 # kwok manages exactly the Nodes carrying this annotation (--manage-nodes-with-annotation-selector).
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
@@ -31,7 +33,7 @@ RACK_LABEL = "topology.jobset.test/rack"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Label JobSet's node-selector exclusive-placement strategy looks for (tests add it to nodes).
-NAMESPACED_JOB_LABEL = "alpha.jobset.sigs.k8s.io/namespaced-job"
+NAMESPACED_JOB_LABEL = NAMESPACED_JOB_KEY
 
 REGION = "region-1"
 

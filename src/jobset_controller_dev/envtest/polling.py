@@ -1,5 +1,5 @@
-"""Waiting in tests: `scaled` (every wait's length) and `eventually` (poll a check until it holds),
-for integration and e2e tests alike.
+"""Waiting in tests: `scaled` (every wait's length), and the one way to poll a check until it
+holds: `eventually` on an event loop, `poll` in a plain thread. Every tier uses them.
 
 Why one knob: a slow or busy machine needs longer waits, and a wait that is too short there is
 not a bug of the product. `JOBSET_TEST_TIMEOUT_SCALE` (a positive number, default 1) multiplies
@@ -13,7 +13,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import time
 from collections.abc import Awaitable, Callable
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
 
 SCALE_VARIABLE = "JOBSET_TEST_TIMEOUT_SCALE"
 
@@ -72,6 +76,43 @@ async def eventually(
                 f"{what}: not reached within {limit:g} s" + (f" ({detail})" if detail else "")
             )
         await asyncio.sleep(interval)
+
+
+def poll(
+    check: Callable[[], T | Literal[False] | None],
+    what: str,
+    within: float,
+    *,
+    interval: float = 0.2,
+    state: Callable[[], str] | None = None,
+) -> T:
+    """`eventually` for code that runs no event loop: call ``check`` every ``interval`` s until
+    its result is truthy, and return that result. Past ``within`` s (scaled: `scaled`) raise
+    AssertionError naming ``what``, the check's last falsy result when it was not a plain
+    False, and ``state()`` when given (what the test knows of the state it waits on)."""
+    started = time.monotonic()
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() - started > scaled(within):
+            last = "" if result is False or result is None else f"last result: {result!r}"
+            seen = [part for part in (last, _describe_now(state)) if part]
+            detail = "; ".join(seen)
+            raise AssertionError(
+                f"{what}: not reached within {scaled(within):g} s"
+                + (f" ({detail})" if detail else "")
+            )
+        time.sleep(interval)  # the poll's interval, not synchronisation
+
+
+def _describe_now(state: Callable[[], str] | None) -> str:
+    if state is None:
+        return ""
+    try:
+        return f"state: {state()}"
+    except Exception as error:
+        return f"state unavailable: {type(error).__name__}: {error}"
 
 
 async def _describe(state: Callable[[], Awaitable[str]] | Callable[[], str] | None) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jobset_controller.api import FeatureGates
+from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.runtime.client import KubeClient, NotFound
 from jobset_controller.runtime.servingtls import pair_context
 from jobset_controller.webhook.server import MUTATE_PATH, VALIDATE_PATH, WebhookServer
@@ -31,9 +32,7 @@ JOBSET_RULE = {
     "apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
 }  # fmt: skip
 POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
-POD_SELECTOR = {
-    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
-}
+POD_SELECTOR = {"matchExpressions": [{"key": JOBSET_NAME_KEY, "operator": "Exists"}]}
 
 
 def upstream_webhook_configurations(base: str, ca: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -132,9 +131,7 @@ def pod_webhook_configuration(name: str, webhook: str, url: str, ca: bytes) -> d
         url,
         ca,
         rule,
-        objectSelector={
-            "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
-        },
+        objectSelector={"matchExpressions": [{"key": JOBSET_NAME_KEY, "operator": "Exists"}]},
     )
 
 

@@ -1,5 +1,5 @@
 """Create expectations: a JobSet's next pass waits until the Jobs its last pass created are seen,
-and never longer than the timeout (controller/expectations.py, one test per guarantee)."""
+and never longer than the timeout (controller/create_expectations.py, one test per guarantee)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.unit.controller.conftest import offline_controller
 
-from jobset_controller.controller.expectations import EXPECTATION_TIMEOUT, CreateExpectations
+from jobset_controller.controller.create_expectations import EXPECTATION_TIMEOUT, CreateExpectations
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.reconcile import Plan
 from jobset_controller.runtime.clock import FakeClock

@@ -1,5 +1,6 @@
 """Delete expectations: a Workload or PodGroup a pass deleted reads as Terminating until the cache
-says so itself, and never longer than EXPIRY (controller/deletions.py, one test per guarantee)."""
+says so itself, and never longer than EXPIRY (controller/delete_expectations.py, one test per
+guarantee)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from tests.unit.controller.conftest import PlanRecorder
 
 from jobset_controller.api import FeatureGates
-from jobset_controller.controller.deletions import EXPIRY, DeleteExpectations
+from jobset_controller.controller.delete_expectations import EXPIRY, DeleteExpectations
 from jobset_controller.controller.jobset import JobSetController
 from jobset_controller.runtime.clock import FakeClock
 

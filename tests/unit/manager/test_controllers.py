@@ -19,6 +19,7 @@ from jobset_controller.api import FeatureGates
 from jobset_controller.config import parse_configuration
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.manager import Manager, ManagerOptions
+from jobset_controller.manager.clients import Clients
 from jobset_controller.manager.controllers import (
     ControllerUnit,
     SharedMetrics,
@@ -26,7 +27,6 @@ from jobset_controller.manager.controllers import (
     jobset_unit,
     pod_unit,
 )
-from jobset_controller.manager.lifecycle import _Clients
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.events import EventRecorder
@@ -137,7 +137,7 @@ def readiness_checks(cert_dir: Path) -> list[str]:
     )
     registered: list[str] = []
     manager.runnables.on_ready_check = lambda name, check: registered.append(name)
-    manager._build(_Clients(NoClient(), NoClient()))  # type: ignore[arg-type]
+    asyncio.run(manager._build(Clients(NoClient(), NoClient())))  # type: ignore[arg-type]
     assert not manager.caches_synced()
     return sorted(registered)
 

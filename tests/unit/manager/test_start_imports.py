@@ -49,7 +49,7 @@ def test_the_run_command_and_the_manager_load_no_model_reconcile_or_admission() 
 def test_the_warm_up_loads_them_all() -> None:
     code = (
         "import asyncio\n"
-        "from jobset_controller.manager.warmup import warm_up\n"
+        "from jobset_controller.manager.preload import warm_up\n"
         "asyncio.run(warm_up())"
     )
     assert _loaded(code) == list(LOADED_AFTER_READY)

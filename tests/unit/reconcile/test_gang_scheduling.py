@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobset_controller.api import FeatureGates, JobSet
-from jobset_controller.api.scheduling import (
+from jobset_controller.api.gang import (
     GROUP_TEMPLATE_ANNOTATION,
     name_hash,
     workload_name,

@@ -3,10 +3,9 @@ and helpers for the tests on real sockets: a started server and a polled conditi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +57,6 @@ async def serving(
         yield http
     finally:
         await http.stop()
-
-
-async def until(condition: Callable[[], bool], limit: float = 10.0) -> None:
-    """Poll `condition()` until it holds (a condition, not a guess at a delay)."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 - another process's or object's state
-            await asyncio.sleep(0.005)
 
 
 @pytest.fixture

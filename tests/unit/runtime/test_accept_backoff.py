@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 CHILD = r"""
 import asyncio, errno, os, resource, sys
 from jobset_controller.runtime.http1server import ACCEPT_ERRORS, HttpServer, Reply
@@ -183,10 +185,11 @@ def test_the_accept_errors_counter_is_exported_under_its_name() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from jobset_controller.runtime.http1server import AcceptErrors
+    from jobset_controller.runtime.metrics_and_health import AcceptErrorsCollector
 
     errors = AcceptErrors()
     registry = CollectorRegistry()
-    registry.register(errors)
+    registry.register(AcceptErrorsCollector(errors))
     errors.inc("webhook", errno.EMFILE)
     errors.inc("webhook", errno.EMFILE)
     errors.inc("metrics", errno.ENOBUFS)
@@ -194,3 +197,18 @@ def test_the_accept_errors_counter_is_exported_under_its_name() -> None:
     assert 'jobset_server_accept_errors_total{errno="EMFILE",server="webhook"} 2.0' in text
     assert 'jobset_server_accept_errors_total{errno="ENOBUFS",server="metrics"} 1.0' in text
     assert errors.value("webhook", errno.EMFILE) == 2
+
+
+def test_a_registry_takes_the_accept_errors_collector_once() -> None:
+    """Two managers on one registry: the second registration is refused (the manager ignores
+    the refusal), so the family is exported once."""
+    from prometheus_client import CollectorRegistry
+
+    from jobset_controller.runtime.http1server import AcceptErrors
+    from jobset_controller.runtime.metrics_and_health import AcceptErrorsCollector
+
+    errors = AcceptErrors()
+    registry = CollectorRegistry()
+    registry.register(AcceptErrorsCollector(errors))
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(AcceptErrorsCollector(errors))

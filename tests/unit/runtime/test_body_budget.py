@@ -8,9 +8,10 @@ import asyncio
 from contextlib import AbstractAsyncContextManager
 
 import pytest
-from tests.unit.runtime.conftest import serving, until
+from tests.unit.runtime.conftest import serving
 
 from jobset_controller.runtime.http1server import BodyBudget, HttpServer, Reply, Request
+from jobset_controller_dev.envtest.polling import eventually
 
 
 class Gate:
@@ -61,16 +62,18 @@ async def test_a_body_that_does_not_fit_the_budget_waits_until_another_is_answer
     async with server(budget, gate) as http:
         assert http.port is not None
         first, first_writer = await send(http.port, 800)
-        await until(lambda: len(gate.seen) == 1)  # its handler holds 800 bytes
+        await eventually(
+            lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005
+        )  # its handler holds 800 bytes
         second, second_writer = await send(http.port, 500, body=False)
-        await until(lambda: budget.waiting == 1)
+        await eventually(lambda: budget.waiting == 1, "budget.waiting == 1", 10.0, interval=0.005)
         second_writer.write(b"b" * 500)  # not read while it waits
         assert len(gate.seen) == 1
         assert budget.used == 800
         gate.open.set()
         assert (await answer(first)).endswith(b"got 800")
         assert (await answer(second)).endswith(b"got 500")
-        await until(lambda: budget.used == 0)
+        await eventually(lambda: budget.used == 0, "budget.used == 0", 10.0, interval=0.005)
         first_writer.close()
         second_writer.close()
 
@@ -80,7 +83,7 @@ async def test_a_body_still_waiting_when_its_time_runs_out_is_answered_503() -> 
     async with server(budget, gate, header_timeout=0.3) as http:
         assert http.port is not None
         first, first_writer = await send(http.port, 900)
-        await until(lambda: len(gate.seen) == 1)
+        await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         second, second_writer = await send(http.port, 200, body=False)
         busy = await answer(second)
         assert busy.startswith(b"HTTP/1.1 503 ")
@@ -98,17 +101,19 @@ async def test_a_body_that_fits_goes_ahead_of_a_larger_one_that_waits() -> None:
     async with server(budget, gate) as http:
         assert http.port is not None
         _, first_writer = await send(http.port, 600)
-        await until(lambda: len(gate.seen) == 1)
+        await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         _, large_writer = await send(http.port, 700, body=False)
-        await until(lambda: budget.waiting == 1)
+        await eventually(lambda: budget.waiting == 1, "budget.waiting == 1", 10.0, interval=0.005)
         large_writer.write(b"b" * 700)
         _, small_writer = await send(http.port, 300, body=False)
         small_writer.write(b"b" * 300)
-        await until(lambda: len(gate.seen) == 2)  # served, though the large one came first
+        await eventually(
+            lambda: len(gate.seen) == 2, "len(gate.seen) == 2", 10.0, interval=0.005
+        )  # served, though the large one came first
         assert gate.seen[1] == b"b" * 300
         assert budget.waiting == 1
         gate.open.set()
-        await until(lambda: len(gate.seen) == 3)
+        await eventually(lambda: len(gate.seen) == 3, "len(gate.seen) == 3", 10.0, interval=0.005)
         for writer in (first_writer, large_writer, small_writer):
             writer.close()
 
@@ -119,11 +124,13 @@ async def test_a_client_that_leaves_gives_its_reservation_back() -> None:
         assert http.port is not None
         _, writer = await asyncio.open_connection("127.0.0.1", http.port)
         writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: 900\r\n\r\n" + b"b" * 100)
-        await until(lambda: budget.used == 900)  # reserved when the head was in
+        await eventually(
+            lambda: budget.used == 900, "budget.used == 900", 10.0, interval=0.005
+        )  # reserved when the head was in
         writer.transport.abort()
-        await until(lambda: budget.used == 0)
+        await eventually(lambda: budget.used == 0, "budget.used == 0", 10.0, interval=0.005)
         _, waiting = await send(http.port, 900)  # and another body gets it
-        await until(lambda: len(gate.seen) == 1)
+        await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         gate.open.set()
         waiting.close()
 
@@ -133,10 +140,10 @@ async def test_100_continue_waits_for_the_budget() -> None:
     async with server(budget, gate) as http:
         assert http.port is not None
         _, first_writer = await send(http.port, 1000)
-        await until(lambda: len(gate.seen) == 1)
+        await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
         writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
-        await until(lambda: budget.waiting == 1)
+        await eventually(lambda: budget.waiting == 1, "budget.waiting == 1", 10.0, interval=0.005)
         gate.open.set()  # the first is answered, its budget freed: now the client may send
         assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10) == (
             b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -154,17 +161,17 @@ async def test_a_body_that_came_whole_with_its_head_is_served_and_charged() -> N
     async with server(budget, gate) as http:
         assert http.port is not None
         _, first_writer = await send(http.port, 900)
-        await until(lambda: len(gate.seen) == 1)
+        await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         _, writer = await asyncio.open_connection("127.0.0.1", http.port)
         writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: 300\r\n\r\n" + b"b" * 300)
-        await until(lambda: len(gate.seen) == 2)
+        await eventually(lambda: len(gate.seen) == 2, "len(gate.seen) == 2", 10.0, interval=0.005)
         assert budget.used == 1200  # over the total by what came in one read
         _, third_writer = await send(http.port, 100, body=False)
-        await until(lambda: budget.waiting == 1)
+        await eventually(lambda: budget.waiting == 1, "budget.waiting == 1", 10.0, interval=0.005)
         third_writer.write(b"b" * 100)
         gate.open.set()
-        await until(lambda: len(gate.seen) == 3)
-        await until(lambda: budget.used == 0)
+        await eventually(lambda: len(gate.seen) == 3, "len(gate.seen) == 3", 10.0, interval=0.005)
+        await eventually(lambda: budget.used == 0, "budget.used == 0", 10.0, interval=0.005)
         for w in (first_writer, writer, third_writer):
             w.close()
 

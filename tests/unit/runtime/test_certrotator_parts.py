@@ -8,8 +8,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from jobset_controller.manager.environment import default_cert_policy
 from jobset_controller.runtime.certrotator import inject_ca_bundle, write_files
-from jobset_controller.runtime.certs import Action, CertPolicy, Identity, Material, renew
+from jobset_controller.runtime.certs import Action, Identity, Material, renew
 
 NOW = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
 
@@ -43,7 +44,7 @@ def test_injection_is_a_no_op_when_every_webhook_already_carries_the_bundle() ->
 
 def _material() -> Material:
     identity = Identity("ca", "o", ("svc.ns.svc",))
-    return renew(None, Action.NEW_CA, identity, CertPolicy(), NOW)
+    return renew(None, Action.NEW_CA, identity, default_cert_policy(), NOW)
 
 
 def test_files_are_written_once_with_a_private_key_and_no_ca_key(tmp_path: Path) -> None:
@@ -61,7 +62,9 @@ def test_only_changed_files_are_replaced(tmp_path: Path) -> None:
     first = _material()
     write_files(tmp_path, first)
     before = (tmp_path / "ca.crt").stat().st_ino
-    second = renew(first, Action.RESIGN, Identity("ca", "o", ("svc.ns.svc",)), CertPolicy(), NOW)
+    second = renew(
+        first, Action.RESIGN, Identity("ca", "o", ("svc.ns.svc",)), default_cert_policy(), NOW
+    )
     assert write_files(tmp_path, second)
     assert (tmp_path / "ca.crt").stat().st_ino == before  # the CA did not change
     assert (tmp_path / "tls.key").read_bytes() == second.key

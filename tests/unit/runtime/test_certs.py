@@ -10,6 +10,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from jobset_controller.manager.environment import default_cert_policy
 from jobset_controller.runtime.certs import (
     BACKDATE,
     Action,
@@ -174,14 +175,28 @@ def test_secret_data_round_trip_and_incomplete_secrets(fresh: Material) -> None:
 
 def test_policy_rejects_a_lookahead_longer_than_a_lifetime() -> None:
     with pytest.raises(ValueError, match="longer than the rotation lookahead"):
-        CertPolicy(cert_validity=datetime.timedelta(days=30))
+        CertPolicy(
+            ca_validity=datetime.timedelta(days=3650),
+            cert_validity=datetime.timedelta(days=30),
+            lookahead=datetime.timedelta(days=90),
+        )
     short = CertPolicy(
         ca_validity=datetime.timedelta(seconds=40),
         cert_validity=datetime.timedelta(seconds=20),
         lookahead=datetime.timedelta(seconds=8),
     )
     assert short.switch_delay == datetime.timedelta(seconds=2)  # capped at lookahead / 4
-    assert CertPolicy().switch_delay == datetime.timedelta(seconds=30)
+    assert default_cert_policy().switch_delay == datetime.timedelta(seconds=30)
+
+
+def test_the_controllers_lifetimes_are_upstreams() -> None:
+    """A 10-year CA and a 1-year serving certificate, each replaced 90 days early (config.py)."""
+    policy = default_cert_policy()
+    assert (policy.ca_validity, policy.cert_validity, policy.lookahead) == (
+        datetime.timedelta(days=3650),
+        datetime.timedelta(days=365),
+        datetime.timedelta(days=90),
+    )
 
 
 def test_extra_sans_split_into_dns_names_and_addresses() -> None:

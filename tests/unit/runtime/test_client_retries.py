@@ -14,7 +14,6 @@ import pytest
 from jobset_controller.runtime.client import (
     ClientSettings,
     KubeClient,
-    RestClientMetrics,
     ServerError,
 )
 from jobset_controller.runtime.clock import FakeClock, RandomSource
@@ -55,7 +54,7 @@ def client_for(
         transport=session,  # type: ignore[arg-type]
         credentials=NoCredentials(),
         settings=ClientSettings(),
-        metrics=RestClientMetrics(None),
+        metrics=None,
         bucket=bucket or TokenBucket(qps=500, burst=500, clock=clock),
         clock=clock,
         rng=draws,
@@ -140,7 +139,7 @@ async def test_without_a_client_side_limit_no_request_waits(
         transport=session,  # type: ignore[arg-type]
         credentials=NoCredentials(),
         settings=ClientSettings(qps=-1),
-        metrics=RestClientMetrics(None),
+        metrics=None,
         bucket=None,
         clock=clock,
         rng=draws,
@@ -165,7 +164,7 @@ async def test_a_client_with_its_own_budget_neither_waits_for_nor_spends_the_ori
         transport=session,  # type: ignore[arg-type]
         credentials=NoCredentials(),
         settings=ClientSettings(qps=1, burst=1),
-        metrics=RestClientMetrics(None),
+        metrics=None,
         bucket=TokenBucket(qps=1, burst=1, clock=clock),
         clock=clock,
         rng=draws,

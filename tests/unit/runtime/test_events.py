@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import datetime
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from jobset_controller.runtime.events import (
     EventRecorder,
     ObjectRef,
 )
+from jobset_controller_dev.envtest.polling import eventually
 
 WALL = datetime.datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=datetime.UTC)
 JOBSET = ObjectRef("jobset.x-k8s.io/v1alpha2", "JobSet", "train", "team-a", "uid-1")
@@ -451,7 +452,7 @@ async def test_writes_of_different_events_overlap_up_to_the_limit(clock: FakeClo
     for index in range(7):
         recorder.record(JOBSET, "Normal", f"Reason{index}", "note")
     flushing = asyncio.create_task(recorder.flush())
-    await until(lambda: writer.under_way == 3)
+    await eventually(lambda: writer.under_way == 3, "writer.under_way == 3", 5, interval=0)
     assert not flushing.done()
     writer.open.set()
     await flushing
@@ -472,7 +473,9 @@ async def test_a_repeat_waits_for_its_events_create_before_its_series_patch(
     recorder.record(JOBSET, "Normal", "Same", "note")
     recorder.record(JOBSET, "Normal", "Other", "note")
     flushing = asyncio.create_task(recorder.flush())
-    await until(lambda: writer.under_way == 2)  # the two creates; the patch waits its turn
+    await eventually(
+        lambda: writer.under_way == 2, "writer.under_way == 2", 5, interval=0
+    )  # the two creates; the patch waits its turn
     assert writer.started == [("create", "Same"), ("create", "Other")]
     writer.open.set()
     await flushing
@@ -489,14 +492,10 @@ async def test_a_flush_cancelled_by_its_deadline_cancels_the_writes_under_way(
     recorder = EventRecorder(writer, reporting_controller="jobset", clock=clock)
     recorder.record(JOBSET, "Normal", "Reason", "note")
     flushing = asyncio.create_task(recorder.flush())
-    await until(lambda: writer.under_way == 1)
+    await eventually(lambda: writer.under_way == 1, "writer.under_way == 1", 5, interval=0)
     flushing.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await flushing
-    await until(lambda: writer.under_way == 0)  # cancelled, not left pending
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(5):
-        while not condition():  # noqa: ASYNC110 - the writer's state, polled
-            await asyncio.sleep(0)
+    await eventually(
+        lambda: writer.under_way == 0, "writer.under_way == 0", 5, interval=0
+    )  # cancelled, not left pending

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from jobset_controller.runtime.http1server import HttpServer, Reply, Request
+from jobset_controller_dev.envtest.polling import eventually
 
 
 async def echo(request: Request) -> Reply:
@@ -299,13 +300,6 @@ async def test_a_refused_client_still_sending_its_body_reads_the_answer() -> Non
         writer.close()
 
 
-async def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    """Poll ``condition`` on the loop until it holds (a condition, not a guess at a delay)."""
-    async with asyncio.timeout(seconds):
-        while not condition():  # noqa: ASYNC110 - state of another object, no event to wait on
-            await asyncio.sleep(0.005)
-
-
 async def test_pipelined_requests_from_a_client_that_does_not_read_do_not_grow_the_output() -> None:
     async with server() as http:
         assert http.port is not None
@@ -314,7 +308,9 @@ async def test_pipelined_requests_from_a_client_that_does_not_read_do_not_grow_t
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window, never read
         client.setblocking(False)
         await loop.sock_connect(client, ("127.0.0.1", http.port))
-        await wait_for(lambda: len(http._connections) == 1)
+        await eventually(
+            lambda: len(http._connections) == 1, "len(http._connections) == 1", 5.0, interval=0.005
+        )
         (connection,) = list(http._connections)
         transport = connection._transport
         assert transport is not None
@@ -329,14 +325,20 @@ async def test_pipelined_requests_from_a_client_that_does_not_read_do_not_grow_t
 
         flooding = asyncio.create_task(flood())
         try:
-            await wait_for(lambda: connection._writing_paused, 20)
+            await eventually(
+                lambda: connection._writing_paused, "connection._writing_paused", 20, interval=0.005
+            )
+            # Paused, the server stops reading the client's requests: their answers cannot
+            # grow the output. Judged over loop iterations (each one runs every socket that is
+            # ready: the flood's sends and the server's reads), not over wall time.
+            assert not transport.is_reading()
             sizes = [transport.get_write_buffer_size()]
-            # The client goes on sending and not reading; the answers written do not grow.
-            for _ in range(20):
-                await asyncio.sleep(0.01)
+            for _ in range(500):
+                await asyncio.sleep(0)
                 sizes.append(transport.get_write_buffer_size())
             assert max(sizes) < 128 * 1024, sizes
             assert connection._writing_paused
+            assert not transport.is_reading()
         finally:
             flooding.cancel()
             client.close()
@@ -406,7 +408,9 @@ async def test_a_client_that_leaves_mid_request_cancels_its_handler_cleanly() ->
         await asyncio.wait_for(started.wait(), 5)
         writer.transport.abort()
         await asyncio.wait_for(cancelled.wait(), 5)
-        await wait_for(lambda: not http._connections)
+        await eventually(
+            lambda: not http._connections, "not http._connections", 5.0, interval=0.005
+        )
     finally:
         await http.stop()
 

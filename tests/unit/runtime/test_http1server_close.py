@@ -17,8 +17,9 @@ import pytest
 
 from jobset_controller.runtime import http1server
 from jobset_controller.runtime.http1server import Reply, Request, _ServerConnection
+from jobset_controller_dev.envtest.polling import eventually
 
-from .conftest import serving, until
+from .conftest import serving
 
 LINGER = http1server._LINGER
 
@@ -140,7 +141,9 @@ async def test_a_tls_client_that_never_sends_close_notify_is_closed_after_the_li
             await asyncio.to_thread(read_answer, tls)
             assert await asyncio.to_thread(after_the_answer, tls) == "close_notify"
             began = time.monotonic()
-            await until(lambda: not http._connections, limit=LINGER + 10)
+            await eventually(
+                lambda: not http._connections, "not http._connections", LINGER + 10, interval=0.005
+            )
             assert time.monotonic() - began < LINGER + 5
         finally:
             tls.close()
@@ -193,8 +196,15 @@ async def test_a_client_that_resets_after_its_answer_was_written_costs_no_traceb
             sock = socket.create_connection(("127.0.0.1", http.port), timeout=10)
             holder["client"] = sock
             sock.sendall(b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
-            await until(lambda: "returned" in outcomes or any("raised" in o for o in outcomes))
-            await until(lambda: not http._connections)
+            await eventually(
+                lambda: "returned" in outcomes or any("raised" in o for o in outcomes),
+                '"returned" in outcomes or any("raised" in o for o in outcomes)',
+                10.0,
+                interval=0.005,
+            )
+            await eventually(
+                lambda: not http._connections, "not http._connections", 10.0, interval=0.005
+            )
             # The server goes on serving.
             reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
             writer.write(b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
@@ -284,5 +294,7 @@ async def test_a_refused_line_among_pipelined_requests_frees_their_bodies_budget
         assert http.port is not None
         data = POST * 3 + b"GET  /echo HTTP/1.1\r\n\r\n"
         assert await exchange(http.port, data, 4) == ([200, 200, 200, 400], True)
-        await until(lambda: not http._connections)
+        await eventually(
+            lambda: not http._connections, "not http._connections", 10.0, interval=0.005
+        )
         assert http.body_budget.used == 0

@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from jobset_controller.manager.environment import default_cert_policy
 from jobset_controller.runtime import kubeconfig
-from jobset_controller.runtime.certs import Action, CertPolicy, Identity, renew
+from jobset_controller.runtime.certs import Action, Identity, renew
 from jobset_controller.runtime.kubeconfig import (
     ConfigError,
     TokenFile,
@@ -38,7 +39,7 @@ def pki() -> tuple[bytes, bytes, bytes]:
         None,
         Action.NEW_CA,
         Identity("test-ca", "test", ("client.test",)),
-        CertPolicy(),
+        default_cert_policy(),
         datetime.datetime.now(datetime.UTC),
     )
     return material.ca_bundle, material.cert, material.key

@@ -19,7 +19,7 @@ from asyncio import sslproto
 
 import pytest
 from structlog.testing import capture_logs
-from tests.unit.runtime.conftest import serving, until
+from tests.unit.runtime.conftest import serving
 
 from jobset_controller.runtime import http1server, tlsconn
 from jobset_controller.runtime.http1server import HttpServer, Reply, Request
@@ -30,6 +30,7 @@ from jobset_controller.runtime.tlsconn import (
     WRITE_PAUSE_AT,
     RecordSizedSSLProtocol,
 )
+from jobset_controller_dev.envtest.polling import eventually
 
 HELLO_HEADER = b"\x16\x03\x01\x02\x00"  # a handshake record of 512 bytes, as a ClientHello's
 
@@ -205,10 +206,10 @@ async def test_a_trickling_client_is_closed_when_the_handshake_time_runs_out(
         writer.write(HELLO_HEADER + b"\x01")
         hellos = http._hellos
         assert hellos is not None
-        await until(lambda: len(hellos) == 1)
+        await eventually(lambda: len(hellos) == 1, "len(hellos) == 1", 10.0, interval=0.005)
         async with asyncio.timeout(10):
             assert await reader.read(1) == b""
-        await until(lambda: len(hellos) == 0)
+        await eventually(lambda: len(hellos) == 0, "len(hellos) == 0", 10.0, interval=0.005)
         writer.close()
 
 
@@ -235,7 +236,7 @@ async def test_slow_tls_clients_are_bare_sockets_and_a_burst_of_them_closing_is_
             writers.append(writer)
         hellos = http._hellos
         assert hellos is not None
-        await until(lambda: len(hellos) == 60)
+        await eventually(lambda: len(hellos) == 60, "len(hellos) == 60", 10.0, interval=0.005)
         served = [  # the server's end of a connection: its own address has the server's port
             o
             for o in gc.get_objects()
@@ -245,7 +246,7 @@ async def test_slow_tls_clients_are_bare_sockets_and_a_burst_of_them_closing_is_
         assert served == []
         for writer in writers:
             writer.transport.abort()
-        await until(lambda: len(hellos) == 0)
+        await eventually(lambda: len(hellos) == 0, "len(hellos) == 0", 10.0, interval=0.005)
         async with asyncio.timeout(10):
             await trimmed.wait()
         assert len(trims) == 1  # 60 closes, one burst

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from jobset_controller.manager.environment import default_cert_policy
 from jobset_controller.runtime.certrotator import write_files
 from jobset_controller.runtime.certs import (
     CERT_FILE,
     KEY_FILE,
     Action,
-    CertPolicy,
     Identity,
     Material,
     renew,
@@ -31,7 +31,7 @@ IDENTITY = Identity("test-ca", "test", ("localhost",), ("127.0.0.1",))
 
 def _material(previous: Material | None = None) -> Material:
     action = Action.RESIGN if previous is not None else Action.NEW_CA
-    return renew(previous, action, IDENTITY, CertPolicy(), NOW)
+    return renew(previous, action, IDENTITY, default_cert_policy(), NOW)
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from jobset_controller.runtime.kubeconfig import merge
 from jobset_controller.tools.diagnosis import diagnose
-from jobset_controller.tools.kubeconfig import KubeconfigError, resolve
+from jobset_controller.tools.kubectl_context import KubeconfigError, resolve
 from jobset_controller.tools.status_model import JobSetState, age
 from jobset_controller.tools.status_reader import group
 from jobset_controller.tools.status_tree import render

@@ -27,7 +27,7 @@ import os
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -35,6 +35,7 @@ import pytest
 
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.servingtls import self_signed_pem
+from jobset_controller_dev.envtest.polling import eventually
 
 COUNT = 300
 SLOW_BOUND_KIB = 16
@@ -129,13 +130,6 @@ def client_context() -> ssl.SSLContext:
     return context
 
 
-async def until(condition: Callable[[], bool], limit: float = 30.0) -> None:
-    """Poll `condition()` until it holds (a condition, not a guess at a delay)."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 - another process's or object's state
-            await asyncio.sleep(0.02)
-
-
 async def review(port: int) -> None:
     """One AdmissionReview answered 200 on a connection of its own: a real request, and a
     barrier (what the server read before it is processed when it answers)."""
@@ -180,9 +174,13 @@ async def warmed(server: Server) -> int:
     for _ in range(5):
         await review(server.port)
     async with slow_clients(server.port, 20), idle_clients(server.port, 20):
-        await until(lambda: server.connections() >= 40)
+        await eventually(
+            lambda: server.connections() >= 40, "server.connections() >= 40", 30.0, interval=0.02
+        )
     await review(server.port)
-    await until(lambda: server.connections() == 0)
+    await eventually(
+        lambda: server.connections() == 0, "server.connections() == 0", 30.0, interval=0.02
+    )
     return server.rss()
 
 
@@ -191,7 +189,12 @@ async def test_a_slow_tls_client_costs_the_webhook_server_a_few_kib(tmp_path: Pa
     with webhook_process(tmp_path) as server:
         before = await warmed(server)
         async with slow_clients(server.port, COUNT):
-            await until(lambda: server.connections() >= COUNT)
+            await eventually(
+                lambda: server.connections() >= COUNT,
+                "server.connections() >= COUNT",
+                30.0,
+                interval=0.02,
+            )
             await review(server.port)  # every header sent before it has been read
             per_connection = (server.rss() - before) / COUNT / 1024
             assert per_connection < SLOW_BOUND_KIB, f"{per_connection:.1f} KiB per slow client"
@@ -206,12 +209,21 @@ async def test_idle_tls_connections_cost_tens_of_kib_and_it_comes_back_when_they
         before = await warmed(server)
         trims = server.trims()
         async with idle_clients(server.port, COUNT):
-            await until(lambda: server.connections() >= COUNT)
+            await eventually(
+                lambda: server.connections() >= COUNT,
+                "server.connections() >= COUNT",
+                30.0,
+                interval=0.02,
+            )
             during = server.rss()
         per_connection = (during - before) / COUNT / 1024
         assert per_connection < IDLE_BOUND_KIB, f"{per_connection:.1f} KiB per idle connection"
-        await until(lambda: server.connections() == 0)
-        await until(lambda: server.trims() > trims)  # 300 closes: one burst, one trim
+        await eventually(
+            lambda: server.connections() == 0, "server.connections() == 0", 30.0, interval=0.02
+        )
+        await eventually(
+            lambda: server.trims() > trims, "server.trims() > trims", 30.0, interval=0.02
+        )  # 300 closes: one burst, one trim
         after = server.rss()
         assert after - before < (during - before) / 2, (
             f"RSS {before / 2**20:.1f} -> {during / 2**20:.1f} -> {after / 2**20:.1f} MiB"

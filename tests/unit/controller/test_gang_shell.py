@@ -1,12 +1,12 @@
-"""Gang scheduling's shell (controller.scheduling): discovery of the Workload/PodGroup API and
+"""Gang scheduling's shell (controller.gang): discovery of the Workload/PodGroup API and
 what the caches keep of those objects (docs/behaviour.md#gang-scheduling)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from jobset_controller.controller.gang import scheduling_api_served, trim_scheduling_object
 from jobset_controller.controller.informers import trim_job
-from jobset_controller.controller.scheduling import scheduling_api_served, trim_scheduling_object
 from jobset_controller.runtime.client import NotFound
 
 

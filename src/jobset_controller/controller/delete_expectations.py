@@ -2,7 +2,7 @@
 ControllerExpectations, for deletes; gang scheduling only).
 
 Why: a resume is held while an old PodGroup of the JobSet is Terminating
-(``reconcile.scheduling.resume_hold``), and the pass reads that from the PodGroup cache's
+(``reconcile.gang.resume_hold``), and the pass reads that from the PodGroup cache's
 ``deletionTimestamp``. The suspend pass's DELETE is answered before the watch delivers the
 change; a resume pass that ran in between would read the old PodGroup as live, create no new one,
 and link the new pods to an object about to go. So the controller remembers what it deleted and

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from jobset_controller.api.features import FeatureGates
 from jobset_controller.api.field_errors import FieldError
-from jobset_controller.api.scheduling import (
+from jobset_controller.api.gang import (
     MAX_POD_GROUP_TEMPLATES,
     duplicate_template_names,
     is_sequenced,

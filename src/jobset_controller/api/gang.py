@@ -12,7 +12,7 @@ scheduling):
   other can each reach their quorum (a single group never could: no deadlock). Each group's
   ``minCount`` is every pod of its ReplicatedJob: an explicit top-level ``gang.minCount`` is
   ignored here (it counts the whole JobSet's pods, which no one group holds). Admission refuses
-  that combination (scheduling_validation's ``MIN_COUNT_WITH_SEQUENCE``); a JobSet that reached
+  that combination (gang_validation's ``MIN_COUNT_WITH_SEQUENCE``); a JobSet that reached
   the cluster without the webhook still maps, with the minCount dropped;
 - ``replicatedJobs`` entries: one group per entry (its targets share it), Gang by default; with
   ``job``, one group per Job of its single target.
@@ -96,11 +96,6 @@ class SchedulingGroup:
             and (member.job_index is None or member.job_index == job_index)
             for member in self.members
         )
-
-
-def uses_scheduling(js: JobSet) -> bool:
-    """Whether the JobSet asks for Workload-Aware Scheduling (``spec.scheduling`` is set)."""
-    return js.spec.scheduling is not None
 
 
 def is_sequenced(js: JobSet) -> bool:

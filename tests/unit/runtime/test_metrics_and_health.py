@@ -10,7 +10,11 @@ import pytest
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter
 
-from jobset_controller.runtime.httpserver import HealthServer, MetricsServer, parse_bind_address
+from jobset_controller.runtime.metrics_and_health import (
+    HealthServer,
+    MetricsServer,
+    parse_bind_address,
+)
 from jobset_controller.runtime.metricsauth import Decision
 from jobset_controller.runtime.servingtls import self_signed_context, self_signed_pem
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobset_controller.api import FeatureGates, JobSet, validate_create, validate_update
-from jobset_controller.api.scheduling import scheduling_groups
+from jobset_controller.api.gang import scheduling_groups
 
 GATE = FeatureGates(workload_aware_scheduling=True)
 

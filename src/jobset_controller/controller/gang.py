@@ -1,5 +1,5 @@
 """Gang scheduling (KEP-969, gate JobSetWorkloadAwareSchedulingAPI): the thin shell around the
-pure decisions of ``reconcile.scheduling``.
+pure decisions of ``reconcile.gang``.
 
 - ``scheduling_api_served``: one discovery request at start (only with the gate on) says whether
   the API server serves scheduling.k8s.io/v1beta1 Workloads and PodGroups (Kubernetes >= 1.37
@@ -38,7 +38,7 @@ _KEPT_METADATA = (
 )
 _KEPT_CONDITION = ("type", "status", "reason", "message")
 # kube-scheduler's condition on a PodGroup (k8s.io/api scheduling/v1beta1). Spelled here, not
-# imported from reconcile.scheduling: the shell loads before /readyz, the pure reconcile (and
+# imported from reconcile.gang: the shell loads before /readyz, the pure reconcile (and
 # pydantic behind it) only after (tests/unit/manager/test_start_imports.py).
 POD_GROUP_SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
 
@@ -47,7 +47,7 @@ async def scheduling_api_served(client: KubeClient) -> bool:
     """Whether the API server lists both ``workloads`` and ``podgroups`` in
     scheduling.k8s.io/v1beta1 (any error, 404 included, means no)."""
     try:
-        listing = await client.get(f"/apis/{WORKLOADS.api_version}")
+        listing = await client.get(WORKLOADS.group_version_path)
     except ApiError:
         return False
     names = {str(entry.get("name")) for entry in listing.get("resources") or ()}

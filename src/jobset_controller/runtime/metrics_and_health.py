@@ -30,17 +30,56 @@ liveness probe should give. Access logs are off (probes would flood them).
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, Protocol
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
-from jobset_controller.runtime.http1server import Handler, HttpServer, Reply, Request, not_found
+from jobset_controller.runtime.http1server import (
+    AcceptErrors,
+    Handler,
+    HttpServer,
+    Reply,
+    Request,
+    not_found,
+)
 
 log = structlog.get_logger("httpserver")
 
 HealthCheck = Callable[[], bool]
+
+
+class AcceptErrorsCollector(Collector):
+    """``jobset_server_accept_errors_total{server,errno}`` from the servers' process-wide count
+    (http1server.ACCEPT_ERRORS): the manager registers one in each registry it serves. Named as
+    controller-runtime and client-go name their counters: ``<namespace>_<subsystem>_<what>_total``.
+    """
+
+    name: Final = "jobset_server_accept_errors_total"
+
+    def __init__(self, errors: AcceptErrors) -> None:
+        self._errors = errors
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        """The family without samples: lets a registry refuse a second collector of the name."""
+        yield self._family()
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = self._family()
+        for (server, code), count in self._errors.counts():
+            family.add_metric((server, code), count)
+        yield family
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(
+            self.name.removesuffix("_total"),
+            "Connections a server could not accept for lack of file descriptors or kernel memory "
+            "(it backs off 5 ms doubling to 1 s, and serves open connections meanwhile).",
+            labels=("server", "errno"),
+        )
 
 
 class Verdict(Protocol):

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from jobset_controller.api import JobSet
 from jobset_controller.api.constants import JOB_INDEX_KEY, REPLICATED_JOB_NAME_KEY
-from jobset_controller.api.scheduling import (
+from jobset_controller.api.gang import (
     GROUP_TEMPLATE_ANNOTATION,
     SCHEDULING_API_VERSION,
     SchedulingGroup,
