@@ -29,6 +29,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "kueue": ("k8s", "kueue"),
     "trainer": ("k8s", "trainer"),
     "differential": ("k8s", "upstream"),
+    "upstream": ("k8s", "upstream"),
     "swap": ("k8s", "upstream"),
     "node": ("k8s", "image"),
     "image": ("image",),

@@ -11,15 +11,15 @@ round), and what it finds is fixed and kept as an `@example`.
 Why groups: `make test` spreads the suite over pytest-xdist workers, each a process of its own.
 Tests that share a cluster must run on one worker, or each worker would start that cluster again
 (and a real node's check of the host's state would see another node's). `group_of` names each
-test's group from its path alone: a directory in `SHARED_DIRECTORIES` is one group, the e2e
-modules in `E2E_PACKAGE_CLUSTER` are one group (they share the package's full cluster and
-controller), any other module of a cluster tier is its own group (its module-scoped cluster, or
-the package's control plane, started once per worker that runs it), and each unit test is a group
-of its own. `pytest_xdist_make_scheduler` hands xdist a scheduler that sends whole groups, in the
-order of `RUN_FIRST` (the longest first, the unit tests last, where their many small pieces fill
-the workers' ends). Why our own and not xdist's `--dist loadgroup`: that one reads
-`xdist_group` marks by renaming `item._nodeid`, which pytest 9 no longer reads (a node's id is
-`item._id`), so with pytest 9.2 and xdist 3.8 every test was scheduled alone.
+test's group from its path alone: a directory in `SHARED_DIRECTORIES` is one group, the e2e modules
+in `E2E_PACKAGE_CLUSTER` are one group (they share the package's full cluster and controller), any
+other module of a cluster tier is its own group (its module-scoped cluster, or the package's
+control plane, started once per worker that runs it), and each unit test, and each test of a module
+in `EACH_TEST_ALONE`, is a group of its own. `pytest_xdist_make_scheduler` hands xdist a scheduler
+that sends whole groups, in the order of `RUN_FIRST` (the longest first, the unit tests last, where
+their many small pieces fill the workers' ends). Why our own and not xdist's `--dist loadgroup`:
+that one reads `xdist_group` marks by renaming `item._nodeid`, which pytest 9 no longer reads (a
+node's id is `item._id`), so with pytest 9.2 and xdist 3.8 every test was scheduled alone.
 
 Why no cluster is session-scoped: a worker lives for the whole run, and a session fixture with
 it. Clusters kept after their last test cost CPU (every idle kube-apiserver, controller-manager
@@ -71,6 +71,12 @@ E2E_PACKAGE_CLUSTER: Final = frozenset(
         "e2e/test_tools.py",
     }
 )
+# The cluster-tier modules whose every test is a group of its own: they share no fixture (each test
+# starts its own processes and clusters), so their tests spread over the workers.
+EACH_TEST_ALONE: Final = {
+    "e2e/test_bench_smoke.py": "each test runs one bench as a process of its own, with the "
+    "bench's own clusters; run in one group they would add their times up on one worker",
+}
 # Where a group starts in the run, first to last: the longest (measured) first, the unit tests
 # last, where their many small pieces fill the workers' ends.
 RUN_FIRST: Final = (
@@ -100,14 +106,15 @@ def _tier(relative: str) -> str:
 
 def group_of(nodeid: str) -> str:
     """The group a test runs in (module docstring): its shared directory, the e2e package
-    cluster's group, its module (cluster tiers), or itself (unit tests and the rest)."""
+    cluster's group, its module (cluster tiers), or itself (unit tests, `EACH_TEST_ALONE`
+    and the rest)."""
     relative = _relative(nodeid.split("::", 1)[0])
     for directory in SHARED_DIRECTORIES:
         if relative.startswith(directory + "/"):
             return directory
     if relative in E2E_PACKAGE_CLUSTER:
         return "e2e"
-    if _tier(relative) in ("", "unit"):
+    if _tier(relative) in ("", "unit") or relative in EACH_TEST_ALONE:
         return nodeid
     return relative
 

@@ -574,7 +574,8 @@ def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> Non
                         print(
                             f"  {'busy' if busy else 'idle'} {kind} at {rate:g}/s: p99 ours "
                             f"{us.p99_ms:.1f} ms / upstream {up.p99_ms:.1f} ms = "
-                            f"{us.p99_ms / up.p99_ms:.2f}x; ours best {best:.0f}/s = "
+                            # "-" for a window without a review (a short busy one): no p99
+                            f"{ratio(us.p99_ms, up.p99_ms)}; ours best {best:.0f}/s = "
                             f"{best / rate:.1f}x the rate"
                         )
     errors = {label: sum(c.errors for c in by.values()) for label, by in results.items()}

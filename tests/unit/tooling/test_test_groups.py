@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import E2E_PACKAGE_CLUSTER, RUN_FIRST, group_of
+from tests.conftest import E2E_PACKAGE_CLUSTER, EACH_TEST_ALONE, RUN_FIRST, group_of
 
 TESTS = Path(__file__).resolve().parents[2]
 # The fixtures of tests/e2e/conftest.py that are, or stand on, the package's full cluster.
@@ -52,6 +52,15 @@ def test_the_package_cluster_modules_are_one_group_and_other_e2e_modules_their_o
     assert group_of("tests/e2e/test_tools.py::test_a") == "e2e"
     assert group_of("tests/e2e/test_jobset_e2e.py::test_b") == "e2e"
     assert group_of("tests/e2e/test_gang_scheduling.py::test_c") == "e2e/test_gang_scheduling.py"
+
+
+def test_each_test_of_a_module_sharing_no_fixture_is_a_group_of_its_own() -> None:
+    nodeid = "tests/e2e/test_bench_smoke.py::test_scale_bench_runs_at_its_smallest_size"
+    assert group_of(nodeid) == nodeid
+    for module in EACH_TEST_ALONE:
+        assert (TESTS / module).is_file(), module
+        assert not uses_package_cluster(TESTS / module)
+        assert "scope=" not in (TESTS / module).read_text(), f"{module} defines a shared fixture"
 
 
 def test_an_integration_or_swap_module_is_its_own_group() -> None:
