@@ -100,6 +100,7 @@ from placement_bench import (
 )
 from restart_bench import PoolAgents
 
+from jobset_controller.api.constants import IN_PLACE_RESTART_ATTEMPT_KEY
 from jobset_controller_dev.envtest.fullcluster import FullCluster, condition_true
 from jobset_controller_dev.envtest.in_place_restart_fixtures import IN_PLACE_RESTART_GATE, JOBSETS
 from jobset_controller_dev.envtest.kwok_stages import (
@@ -231,6 +232,10 @@ class Timeline:
         self.pods: Counter[tuple[str, str]] = Counter()  # (attempt, live|bound|running) -> pods
         self.stranded: set[str] = set()  # pods frozen with a dead node, until they are gone
         self.armed = False  # instants are marked from the failure on
+        # JobSet writes seen from the failure on: in place, each one reaches every pod's agent.
+        self.jobset_writes = 0
+        # In place: the pods whose agent has annotated them with the new attempt (1).
+        self._annotated: set[str] = set()
         self._job_attempt: dict[str, str] = {}
         self._pod_state: dict[str, list[tuple[str, str]]] = {}
         self._client: RawClient | None = None
@@ -313,6 +318,8 @@ class Timeline:
 
     def _jobset(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         self.status = dict(new.get("status") or {})
+        if self.armed and kind == "MODIFIED":
+            self.jobset_writes += 1
         self._check()
 
     def _job(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
@@ -347,6 +354,13 @@ class Timeline:
             self._pod_state[meta["name"]] = keys
             if status.get("phase") == "Failed":
                 self._mark("failed")
+        annotations = meta.get("annotations") or {}
+        if kind != "DELETED" and annotations.get(IN_PLACE_RESTART_ATTEMPT_KEY) == "1":
+            self._annotated.add(meta["name"])
+            if len(self._annotated) >= self.want_pods:
+                self._mark("annotated")
+        else:
+            self._annotated.discard(meta["name"])
         self._check()
 
 
@@ -467,6 +481,7 @@ class Bench:
             window = self.args.stuck_window if variant.stuck else self.limit
             reached = timeline.wait(done, window - (time.monotonic() - run.marks["t0"]))
             run.marks.update(timeline.marks)
+            run.notes.append(f"{timeline.jobset_writes} JobSet writes")
             if pool is not None and reached:
                 run.marks["t5"] = pool.lifted(1)[1]
             if not reached:
@@ -490,7 +505,11 @@ class Bench:
             if pool is not None:
                 run.notes.append(f"agents' CPU {pool.cpu():.1f} s")
                 self.loop.run(pool.close())
-        for key, what in (("failed", "pod Failed"), ("current", "currentInPlaceRestartAttempt")):
+        for key, what in (
+            ("failed", "pod Failed"),
+            ("annotated", "every pod annotated with the new attempt"),
+            ("current", "currentInPlaceRestartAttempt"),
+        ):
             if (after := run.span("t0", key)) is not None:
                 run.notes.append(f"{what} +{after:.1f} s")
         if (after := run.span("t1", "stranded gone")) is not None:
