@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from tests.unit.tooling.hack_scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "tier_times.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tier_times", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tier_times"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tier_times = load()
+tier_times = load_script("tier_times")
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="5" time="100.0">

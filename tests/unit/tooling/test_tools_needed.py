@@ -3,25 +3,16 @@ need, so the quick path builds nothing and a selected tier never runs without it
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+from tests.unit.tooling.hack_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "hack" / "tools_needed.py"
-
-
-def needs() -> dict[str, tuple[str, ...]]:
-    """hack/tools_needed.py's NEEDS (a script, not a module of the package)."""
-    spec = importlib.util.spec_from_file_location("tools_needed", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    table: dict[str, tuple[str, ...]] = module.NEEDS
-    return table
+NEEDS: dict[str, tuple[str, ...]] = load_script("tools_needed").NEEDS
 
 
 # The markers whose tests run no built tool.
@@ -42,7 +33,7 @@ def tools_for(*args: str) -> list[str]:
 def test_every_declared_marker_says_which_tools_its_tests_need() -> None:
     pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
     declared = {line.split(":", 1)[0] for line in pytest_options["ini_options"]["markers"]}
-    assert declared - NEEDS_NOTHING == set(needs())
+    assert declared - NEEDS_NOTHING == set(NEEDS)
 
 
 def test_unit_tests_need_no_tool_but_those_marked_tools() -> None:
