@@ -235,7 +235,7 @@ class Timeline:
         self.armed = False  # instants are marked from the failure on
         # JobSet writes seen from the failure on: in place, each one reaches every pod's agent.
         self.jobset_writes = 0
-        self.jobset_bytes = 0  # the JobSet as its last event carried it, JSON-encoded
+        self.jobset: dict[str, Any] = {}  # as its last event carried it
         # In place: the pods whose agent has annotated them with the new attempt (1).
         self._annotated: set[str] = set()
         self._job_attempt: dict[str, str] = {}
@@ -319,10 +319,10 @@ class Timeline:
             self._mark("t5")
 
     def _jobset(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        self.jobset = new
         self.status = dict(new.get("status") or {})
         if self.armed and kind == "MODIFIED":
             self.jobset_writes += 1
-        self.jobset_bytes = len(json.dumps(new))
         self._check()
 
     def _job(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
@@ -484,9 +484,8 @@ class Bench:
             window = self.args.stuck_window if variant.stuck else self.limit
             reached = timeline.wait(done, window - (time.monotonic() - run.marks["t0"]))
             run.marks.update(timeline.marks)
-            run.notes.append(
-                f"{timeline.jobset_writes} JobSet writes of {timeline.jobset_bytes} bytes"
-            )
+            size = len(json.dumps(timeline.jobset))
+            run.notes.append(f"{timeline.jobset_writes} JobSet writes of {size} bytes")
             if pool is not None and reached:
                 run.marks["t5"] = pool.lifted(1)[1]
             if not reached:
