@@ -38,10 +38,16 @@ Aggregation, like client-go's `tools/events` broadcaster (read at kubernetes mas
 - A series patch that finds the Event gone (404: events expire, by default after 1 h) creates it
   again with its series.
 
-Failures: a write that fails is logged and dropped; it is not retried here (the client already
-retries throttling and Retry-After answers). client-go instead retries transport errors up to
-12 times, 10 s apart; a dropped Event costs less than a writer stuck behind an unreachable API
-server. A full buffer drops the NEW occurrence, like client-go's broadcaster
+Failures: a write that fails for a reason that passes (the connection refused or cut, a
+timeout, a 5xx or 429 answer) is tried again after 0.5, 1, 2, 4, 8, 10, 10 and 10 s
+(`WRITE_RETRY_DELAYS`, about 45 s in all), then logged and dropped; any other failure is dropped
+at once. Why: an API server restart (an upgrade) takes 10-20 s, and a recorder that drops on the
+first refused connection lost the terminal Event of every JobSet that finished meanwhile (found by
+the soak, hack/soak.py). client-go retries up to 12 times, 10 s apart; ours is shorter because a
+retrying write holds one of the `max_in_flight` slots, and while every slot waits on an
+unreachable API server new occurrences wait in the buffer (and drop once it is full) rather than
+pile up. A retried create that had reached the server meets AlreadyExists, which counts as done.
+A full buffer drops the NEW occurrence, like client-go's broadcaster
 (DropIfChannelFull). Both are counted in `jobset_events_dropped_total{controller, reason}`
 (controller: the reporting controller; reason: `queue_full`, `write_failed` or `invalid`, an
 unknown event type). Recorders of several controllers (upstream has `jobset` and `pod`) share
@@ -59,14 +65,14 @@ import contextlib
 import datetime
 import socket
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from jobset_controller.runtime.client import AlreadyExists, NotFound
+from jobset_controller.runtime.client import AlreadyExists, NotFound, ServerError, TooManyRequests
 from jobset_controller.runtime.clock import Clock, RealClock
 from jobset_controller.runtime.resources import EVENTS
 
@@ -82,6 +88,8 @@ MAX_PENDING: Final = 1000  # client-go's maxQueuedEvents
 # controller records under load, few enough not to crowd the API server's inflight limit.
 MAX_IN_FLIGHT: Final = 8
 SERIES_WINDOW: Final = 6 * 60.0  # client-go's finishTime: a key unseen this long ends its series
+# Pauses before each retry of a write failed for a reason that passes (module docstring).
+WRITE_RETRY_DELAYS: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0)
 SERIES_HEARTBEAT: Final = 30.0  # how often changed series counts are written (see docstring)
 NOTE_LIMIT_BYTES: Final = 1024  # apiserver validation: note is at most 1 KiB
 REPORTING_INSTANCE_LIMIT: Final = 128  # apiserver validation
@@ -409,12 +417,24 @@ class EventRecorder:
         self._last_name_nanos = max(nanos, self._last_name_nanos + 1)
         return self._last_name_nanos
 
+    async def _retrying(self, write: Callable[[], Awaitable[object]]) -> None:
+        """`write()`, tried again after each of `WRITE_RETRY_DELAYS` while it fails for a reason
+        that passes (module docstring); the last failure is raised."""
+        for delay in (*WRITE_RETRY_DELAYS, None):
+            try:
+                await write()
+                return
+            except (ConnectionError, TimeoutError, ServerError, TooManyRequests):
+                if delay is None:
+                    raise
+            await self._clock.sleep(delay)
+
     async def _create(self, series: _Series, *, with_series: bool) -> None:
         body = dict(series.body)
         if with_series:
             body["series"] = series.series_json()
         try:
-            await self._client.create(EVENTS.path(series.namespace), body)
+            await self._retrying(lambda: self._client.create(EVENTS.path(series.namespace), body))
         except AlreadyExists:
             log.debug("event already exists", event_name=series.name, namespace=series.namespace)
         except Exception as error:
@@ -429,8 +449,9 @@ class EventRecorder:
 
     async def _write_series(self, series: _Series) -> None:
         series.written = series.count
+        patch = {"series": series.series_json()}
         try:
-            await self._client.merge_patch(series.path, {"series": series.series_json()})
+            await self._retrying(lambda: self._client.merge_patch(series.path, patch))
         except NotFound:  # expired or deleted: create it again, series included
             await self._create(series, with_series=True)
         except Exception as error:

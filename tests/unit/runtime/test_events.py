@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from jobset_controller.runtime.client import NotFound, ServerError
+from jobset_controller.runtime.client import Forbidden, NotFound, ServerError
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.events import (
     NOTE_LIMIT_BYTES,
     SERIES_HEARTBEAT,
     SERIES_WINDOW,
+    WRITE_RETRY_DELAYS,
     EventMetrics,
     EventRecorder,
     ObjectRef,
@@ -131,28 +132,66 @@ async def test_event_about_a_cluster_scoped_object_goes_to_the_default_namespace
     assert "namespace" not in body["regarding"]
 
 
+async def flush_through_retries(recorder: EventRecorder, clock: FakeClock) -> None:
+    """`flush`, moving virtual time on until every retry pause has passed."""
+    flushing = asyncio.ensure_future(recorder.flush())
+    for _ in range(len(WRITE_RETRY_DELAYS) + 2):
+        await clock.advance(max(WRITE_RETRY_DELAYS))
+    await flushing
+
+
 async def test_record_never_raises_or_blocks_when_the_client_fails(
-    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry, clock: FakeClock
 ) -> None:
     writer.error = ServerError(500, {"message": "etcd is down"})
     for attempt in range(3):
         recorder.record(JOBSET, "Warning", "JobCreationFailed", f"try {attempt}")
     assert writer.calls == []  # record itself made no call
 
-    await recorder.flush()
+    await flush_through_retries(recorder, clock)
 
-    assert writer.verbs() == ["create", "create", "create"]
+    assert writer.verbs() == ["create"] * 3 * (len(WRITE_RETRY_DELAYS) + 1)
     assert dropped(registry, "write_failed") == 3
     assert recorder.pending == 0
 
 
 async def test_a_client_error_that_is_not_an_api_error_is_dropped_too(
-    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry, clock: FakeClock
 ) -> None:
     writer.error = ConnectionResetError("connection reset by peer")
     recorder.record(JOBSET, "Normal", "Reason", "note")
+    await flush_through_retries(recorder, clock)
+
+    assert dropped(registry, "write_failed") == 1
+
+
+async def test_a_write_refused_while_the_api_server_restarts_is_written_once_it_is_back(
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry, clock: FakeClock
+) -> None:
+    # An API server restart (10-20 s) refuses connections; the terminal Event of a JobSet that
+    # finished meanwhile must still be written (the soak lost them before the retry).
+    writer.error = ConnectionRefusedError("connection refused")
+    recorder.record(JOBSET, "Normal", "AllJobsCompleted", "jobset completed successfully")
+    flushing = asyncio.ensure_future(recorder.flush())
+    await clock.advance(sum(WRITE_RETRY_DELAYS[:4]))  # 7.5 s: four tries refused
+    assert writer.verbs() == ["create"] * 5
+    writer.error = None
+    await clock.advance(WRITE_RETRY_DELAYS[4])
+    await flushing
+
+    assert [call[2]["reason"] for call in writer.calls[-1:]] == ["AllJobsCompleted"]
+    assert len(writer.stored) == 1
+    assert dropped(registry, "write_failed") == 0
+
+
+async def test_a_write_the_server_refuses_for_good_is_not_retried(
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry
+) -> None:
+    writer.error = Forbidden(403, {"message": "events is forbidden"})
+    recorder.record(JOBSET, "Normal", "Reason", "note")
     await recorder.flush()
 
+    assert writer.verbs() == ["create"]
     assert dropped(registry, "write_failed") == 1
 
 
@@ -401,7 +440,7 @@ def test_object_ref_from_a_raw_object_leaves_out_the_resource_version_by_default
 
 
 async def test_flush_never_raises_when_series_writes_fail(
-    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry, clock: FakeClock
 ) -> None:
     # Shutdown flushes with a heartbeat; a series whose update and re-create both fail (the
     # namespace is being deleted, say) must be dropped quietly, not crash the process.
@@ -410,7 +449,7 @@ async def test_flush_never_raises_when_series_writes_fail(
     await recorder.flush()
     recorder.record(JOBSET, "Warning", "BackoffLimitExceeded", "same")
     writer.error = ServerError(500, {"message": "etcd is down"})
-    await recorder.flush()
+    await flush_through_retries(recorder, clock)
     assert dropped(registry, "write_failed") >= 1
 
 
