@@ -163,6 +163,21 @@ def is_usable(pod: Pod) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
 
 
+def finished_leader(follower: Pod, candidates: Sequence[Pod]) -> list[Pod]:
+    """The leader of `follower`'s own Job that Succeeded, bound and not being deleted, if it
+    is the only one (`find_leader`); else none. A Failed leader is never taken: the Job
+    controller replaces it, and the new one decides the domain."""
+    done = [
+        pod
+        for pod in candidates
+        if (pod.get("status") or {}).get("phase") == "Succeeded"
+        and not _meta(pod).get("deletionTimestamp")
+        and node_name(pod)
+        and owner_uid(pod) == owner_uid(follower)
+    ]
+    return done if len(done) == 1 else []
+
+
 def node_name(pod: Pod) -> str:
     return str(_spec(pod).get("nodeName") or "")
 
@@ -191,11 +206,21 @@ def find_leader(follower: Pod, candidates: Sequence[Pod]) -> LeaderLookup:
     """The one usable pod named `leader_name(follower)` among `candidates`, owned by the same Job.
 
     `candidates` are the pods whose name without suffix is the leader's name (any state).
+
+    When no candidate is usable but one leader of this follower's Job has Succeeded, that one
+    is taken (`finished_leader`): its index is done and is never run again, so it names the Job's
+    domain for good. Upstream v0.12.0 takes it as well (it ignores only terminating leaders);
+    upstream's main since kubernetes-sigs/jobset#1276 ignores Failed and Succeeded ones alike and
+    then refuses the followers for ever: a Job whose leader finishes before its followers are
+    created (the Job controller retries a refused follower with a growing back-off, so a short
+    leader often does) never completes and its JobSet hangs (found by the soak, hack/soak.py).
     """
     name = leader_name(follower)
     if name is None:
         return LeaderLookup(None, f"pod missing label: {missing_name_label(follower)}")
     usable = [pod for pod in candidates if is_usable(pod)]
+    if not usable:
+        usable = finished_leader(follower, candidates)
     if len(usable) != 1:
         return LeaderLookup(
             None,
