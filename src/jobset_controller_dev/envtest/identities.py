@@ -52,14 +52,16 @@ def shipped_rbac(
     namespace: str,
     accounts: Sequence[str],
     kubeconfig_dir: Path,
+    documents: Sequence[dict[str, Any]] | None = None,
 ) -> Iterator[dict[str, Path]]:
-    """Install the shipped roles for ServiceAccounts ``accounts`` of ``namespace``; yield a
-    kubeconfig per account (name -> path). Cluster-scoped objects get a ``<namespace>-`` prefix
-    and are deleted on exit; the namespaced ones go with the namespace."""
+    """Install the shipped roles (or `documents`: another controller's roles and bindings,
+    upstream's for one) for ServiceAccounts ``accounts`` of ``namespace``; yield a kubeconfig per
+    account (name -> path). Cluster-scoped objects get a ``<namespace>-`` prefix and are deleted
+    on exit; the namespaced ones go with the namespace."""
     plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     created: list[str] = []
     try:
-        for doc in shipped_role_documents():
+        for doc in shipped_role_documents() if documents is None else documents:
             if doc["kind"] == "ServiceAccount":
                 continue  # one per account, below
             body = copy.deepcopy(doc)

@@ -24,6 +24,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from jobset_controller_dev.envtest.binaries import cache_root, repo_root
 from jobset_controller_dev.envtest.processes import (
@@ -54,6 +57,20 @@ def upstream_manager(bin_dir: Path) -> Path:
 def upstream_chart(bin_dir: Path) -> Path:
     """Upstream's Helm chart directory (charts/jobset of the module)."""
     return upstream_home(bin_dir) / "charts" / "jobset"
+
+
+def upstream_rbac(bin_dir: Path) -> list[dict[str, Any]]:
+    """Upstream's roles and their bindings as its kustomize manifests ship them (the manager's
+    ClusterRole, leader election, metrics authentication, secrets), for `identities.shipped_rbac`:
+    upstream run under our roles would be refused what it does differently (it updates Jobs on
+    resume, writes core/v1 Events for its Lease)."""
+    skip = {"kustomization.yaml", "service_account.yaml", "jobset_editor_role.yaml",
+            "jobset_viewer_role.yaml"}  # fmt: skip
+    documents = []
+    for path in sorted((upstream_home(bin_dir) / "rbac").glob("*.yaml")):
+        if path.name not in skip:
+            documents += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return documents
 
 
 def upstream_crds(bin_dir: Path) -> list[Path]:

@@ -1,0 +1,184 @@
+"""The soak's invariants over the observed records: each a small pure function returning the
+violations it finds, as `Violation(kind, jobset, detail)`.
+
+Why pure: each rule is one promise of the JobSet contract (terminal state, restart count, attempt
+order, children deleted, Events written) and is unit-tested on hand-made records; the soak only
+feeds it what it saw. The bounds are generous on purpose: a leader failover waits for the Lease
+to expire (15 s) and for the new leader's caches, an API server restart for every relist, and a
+violation must mean a broken promise, not a slow machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from jobset_controller_dev.soak.observer import Record
+
+# Seconds from a JobSet's last pod event to its terminal condition, and from the terminal
+# condition to its active Jobs (or, with a TTL, itself) being gone.
+SETTLE_BOUND: Final = 120.0
+TERMINAL_REASONS: Final = {
+    "Completed": {"AllJobsCompleted"},
+    "Failed": {"FailedJobs", "FailJobSetFailurePolicyAction", "ReachedMaxRestarts"},
+}
+RESTART_REASONS: Final = {
+    "RestartJobSetFailurePolicyAction",
+    "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    jobset: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.jobset}: {self.detail}"
+
+
+def outcome(record: Record) -> list[Violation]:
+    """Terminal condition and `status.restarts` as the policies promise; the restarts counted
+    equal the attempts whose Jobs existed."""
+    name, expect = record.workload.name, record.workload.expect
+    found = []
+    if record.terminal is None:
+        return [
+            Violation("not-finished", name, f"no terminal condition (restarts {record.restarts})")
+        ]
+    if record.terminal != expect.terminal:
+        found.append(
+            Violation("wrong-terminal", name, f"{record.terminal}, expected {expect.terminal}")
+        )
+    if record.restarts_at_terminal != expect.restarts:
+        found.append(
+            Violation(
+                "wrong-restarts",
+                name,
+                f"status.restarts {record.restarts_at_terminal}, expected {expect.restarts}",
+            )
+        )
+    attempts = {job.attempt for job in record.jobs.values()}
+    if attempts and max(attempts) > (record.restarts_at_terminal or 0):
+        found.append(
+            Violation("attempt-beyond-restarts", name, f"Jobs of attempts {sorted(attempts)}")
+        )
+    return found
+
+
+def attempt_order(record: Record) -> list[Violation]:
+    """No Job of an older attempt created after a Job of a newer one, nor after the JobSet's
+    restart count had moved past its attempt (seconds resolution, as creationTimestamp)."""
+    found = []
+    jobs = list(record.jobs.values())
+    for old in jobs:
+        for new in jobs:
+            if old.attempt < new.attempt and old.created > new.created:
+                found.append(
+                    Violation(
+                        "attempt-order",
+                        record.workload.name,
+                        f"attempt {old.attempt} Job created {old.created}, "
+                        f"after attempt {new.attempt}'s at {new.created}",
+                    )
+                )
+                return found
+        later = [seen for count, seen in record.restart_seen_wall.items() if count > old.attempt]
+        if later and old.created > min(later) and old.active:
+            found.append(
+                Violation(
+                    "stale-attempt",
+                    record.workload.name,
+                    f"attempt {old.attempt} Job created {old.created}, restarts moved past "
+                    f"it at {min(later)}",
+                )
+            )
+            return found
+    return found
+
+
+def settled(record: Record, now: float, bound: float = SETTLE_BOUND) -> list[Violation]:
+    """Within `bound` s of finishing: no active Job left; with a TTL, the JobSet and its Jobs
+    gone."""
+    if record.terminal_seen is None or now - record.terminal_seen < bound:
+        return []
+    name, found = record.workload.name, []
+    if record.workload.expect.deleted_after is not None:
+        if record.deleted_seen is None:
+            found.append(Violation("ttl-not-deleted", name, "still exists after its TTL"))
+        elif record.jobs:
+            found.append(Violation("orphan-jobs", name, f"{len(record.jobs)} Jobs left"))
+    active = [j for j in record.jobs.values() if j.active]
+    if active:
+        found.append(Violation("active-after-finish", name, f"{len(active)} active Jobs"))
+    return found
+
+
+def latency(record: Record) -> float | None:
+    """Seconds from the last pod event before the terminal condition to the condition."""
+    if record.terminal_seen is None or record.pod_event_before_terminal is None:
+        return None
+    return max(0.0, record.terminal_seen - record.pod_event_before_terminal)
+
+
+def slow(record: Record, bound: float = SETTLE_BOUND) -> list[Violation]:
+    took = latency(record)
+    if took is not None and took > bound:
+        return [
+            Violation(
+                "slow-terminal", record.workload.name, f"{took:.0f} s after its last pod event"
+            )
+        ]
+    return []
+
+
+def events(record: Record) -> list[Violation]:
+    """An Event for the terminal transition and, after restarts, one for the restart (Events
+    are kept an hour by the API server, longer than any record here waits)."""
+    if record.terminal is None or record.deleted_seen is not None:
+        return []
+    found = []
+    if not record.events & TERMINAL_REASONS[record.terminal]:
+        found.append(
+            Violation("no-terminal-event", record.workload.name, f"events {sorted(record.events)}")
+        )
+    if (record.restarts_at_terminal or 0) > 0 and not record.events & RESTART_REASONS:
+        found.append(
+            Violation("no-restart-event", record.workload.name, f"events {sorted(record.events)}")
+        )
+    return found
+
+
+def stuck(record: Record, now: float, limit: float) -> Violation | None:
+    """Not terminal, not held by Kueue (suspended), and nothing changed for `limit` s."""
+    if record.terminal is not None or record.suspended or record.deleted_seen is not None:
+        return None
+    idle = now - record.last_progress
+    if idle > limit:
+        return Violation("stuck", record.workload.name, f"no progress for {idle:.0f} s")
+    return None
+
+
+def final(records: Iterable[Record], now: float, bound: float = SETTLE_BOUND) -> list[Violation]:
+    found: list[Violation] = []
+    for record in records:
+        found += outcome(record) + attempt_order(record)
+        found += settled(record, now, bound) + slow(record, bound)
+        found += events(record)
+    return found
+
+
+def finished(record: Record) -> bool:
+    """Terminal, and (for a TTL) deleted: nothing more will happen to it."""
+    if record.terminal is None:
+        return False
+    return record.workload.expect.deleted_after is None or record.deleted_seen is not None
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

@@ -1,0 +1,170 @@
+"""The controller under soak as a Deployment runs it: two replicas, leader-elected, each restarted
+when it dies, with its CPU and memory read from /proc over every life.
+
+Why both controllers through one class: the soak's figures compare ours with upstream v0.12.0 under
+the same seed, so both start from the same Configuration (leader election on a Lease in
+`jobset-system`, the webhook on a loopback port serving one shared pair, internal certificate
+management off, secure metrics), run as the same ServiceAccount bound to the shipped roles, and are
+killed and restarted by the same code. Only the command line and the log line that says "I lead"
+differ.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import yaml
+
+from jobset_controller_dev.envtest.processes import free_port, wait_healthy
+from jobset_controller_dev.envtest.upstream import upstream_manager
+
+LEASE_NAMESPACE: Final = "jobset-system"
+OURS: Final = "ours"
+UPSTREAM: Final = "upstream"
+# What each controller logs once it holds the Lease (ours: runtime/leaderelection.py; upstream:
+# client-go's leaderelection package).
+LEADER_MARKS: Final = {OURS: '"became leader"', UPSTREAM: "Successfully acquired lease"}
+_PAGE = 4096
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system seconds of a live process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+def _proc_rss(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
+    except OSError:
+        return 0
+
+
+@dataclass
+class Replica:
+    """One replica: `start` spawns a life, `signal` ends it, `start` again begins the next."""
+
+    kind: str
+    index: int
+    kubeconfig: Path
+    workdir: Path
+    cert_dir: Path
+    upstream_bin: Path | None = None
+    webhook_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    lives: int = 0
+    logs: list[Path] = field(default_factory=list)
+    cpu_of_ended_lives: float = 0.0
+    started_at: float = 0.0
+    last_exit: int | None = None
+    _last_cpu: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.index}"
+
+    def _config(self) -> Path:
+        path = self.workdir / f"{self.name}-config.yaml"
+        document = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": True, "resourceNamespace": LEASE_NAMESPACE},
+            "webhook": {
+                "host": "127.0.0.1",
+                "port": self.webhook_port,
+                "certDir": str(self.cert_dir),
+            },
+            "internalCertManagement": {"enable": False},
+        }
+        path.write_text(yaml.safe_dump(document))
+        return path
+
+    def _argv(self) -> list[str]:
+        common = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={self._config()}",
+            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
+            "--leader-elect=true",
+            "--zap-log-level=info",
+        ]
+        if self.kind == OURS:
+            return [sys.executable, "-m", "jobset_controller", "run", *common, "--log-format=json"]
+        assert self.upstream_bin is not None
+        return [str(upstream_manager(self.upstream_bin)), *common]
+
+    def start(self) -> None:
+        """Spawn the next life and wait for /readyz (a standby answers too)."""
+        assert self.proc is None or self.proc.poll() is not None
+        log = self.workdir / f"{self.name}-life{self.lives}.log"
+        self.logs.append(log)
+        self.lives += 1
+        env = {**os.environ, "POD_NAMESPACE": LEASE_NAMESPACE}
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(self._argv(), stdout=out, stderr=out, cwd="/", env=env)
+        self.started_at = time.monotonic()
+        self._last_cpu = 0.0
+        proc = self.proc
+        wait_healthy(
+            self.health_port,
+            running=lambda: proc.poll() is None,
+            exited=lambda: RuntimeError(f"{self.name} exited: {log.read_text()[-2000:]}"),
+            late=lambda seen: RuntimeError(f"{self.name} not ready: {seen}"),
+            within=120,
+            interval=0.2,
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def leads(self) -> bool:
+        """This life holds the Lease: it logged so and still runs (both controllers exit when
+        they lose it)."""
+        if not self.alive:
+            return False
+        try:
+            text = self.logs[-1].read_text(errors="replace")
+        except OSError:
+            return False
+        return LEADER_MARKS[self.kind] in text
+
+    def sample(self) -> tuple[float, int]:
+        """(CPU seconds over every life so far, RSS bytes of this life now)."""
+        if self.alive and self.proc is not None:
+            self._last_cpu = _proc_cpu(self.proc.pid) or self._last_cpu
+            return self.cpu_of_ended_lives + self._last_cpu, _proc_rss(self.proc.pid)
+        return self.cpu_of_ended_lives + self._last_cpu, 0
+
+    def record_exit(self) -> None:
+        """Book a life that ended by itself: its exit code and the CPU last sampled."""
+        assert self.proc is not None
+        self.last_exit = self.proc.wait()
+        self.cpu_of_ended_lives += self._last_cpu
+        self._last_cpu = 0.0
+
+    def end(self, sig: signal.Signals, within: float = 60.0) -> int:
+        """Send `sig`, wait for the exit (SIGKILL after `within` s); return the exit code."""
+        assert self.proc is not None
+        self.sample()
+        self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.cpu_of_ended_lives += self._last_cpu
+        self._last_cpu = 0.0
+        return code

@@ -1,0 +1,60 @@
+"""The soak's table: the controllers side by side, then every violation by name.
+
+It reads each run's figures (`Result.figures()`, the JSON `hack/soak.py --out` writes), so runs
+made by separate processes (`--at-once`) print in one table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Figures = Mapping[str, Any]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f}%"
+
+
+ROWS: list[tuple[str, Callable[[Figures], object]]] = [
+    ("JobSets created", lambda f: f["created"]),
+    ("JobSets finished", lambda f: f["finished"]),
+    ("invariant violations", lambda f: len(f["violations"])),
+    ("last pod event -> terminal p50", lambda f: _seconds(f["latency_p50"])),
+    ("last pod event -> terminal p99", lambda f: _seconds(f["latency_p99"])),
+    ("API requests per JobSet", lambda f: f"{f['requests_per_jobset']:.1f}"),
+    ("Job creates answered AlreadyExists", lambda f: f["already_exists"]),
+    ("CPU (both replicas, every life)", lambda f: f"{f['cpu_seconds']:.0f} s"),
+    ("leader RSS start / end", lambda f: f"{f['rss_start_mib']:.0f} / {f['rss_end_mib']:.0f} MiB"),
+    ("leader RSS growth, second half", lambda f: _percent(f["rss_growth_second_half"])),
+    ("work queue depth, max", lambda f: f"{f['max_queue_depth']:.0f}"),
+    ("pod failures injected", lambda f: f["injected_failures"]),
+    ("faults", lambda f: len(f["faults"])),
+    ("replica exits (restarted)", lambda f: len(f["replica_exits"])),
+    ("load average", lambda f: f["load"]),
+]
+
+
+def table(runs: Sequence[Figures]) -> str:
+    width = max(len(label) for label, _ in ROWS)
+    header = " | ".join([" " * width, *(str(f["controller"]) for f in runs)])
+    lines = [header, "-" * len(header)]
+    lines += [
+        " | ".join([label.ljust(width), *(str(cell(f)) for f in runs)]) for label, cell in ROWS
+    ]
+    for figures in runs:
+        lines.append(
+            f"\n{figures['controller']}: seed {figures['seed']}, {figures['minutes']:g} min, "
+            f"started {figures['started']}"
+        )
+        lines += [f"  fault {fault}" for fault in figures["faults"]]
+        lines += [f"  replica {line}" for line in figures["replica_exits"]]
+        kinds = Counter(v.split(":", 1)[0] for v in figures["violations"])
+        lines.append(f"  violations by kind: {dict(kinds) or 'none'}")
+        lines += [f"  {v}" for v in figures["violations"][:50]]
+    return "\n".join(lines)

@@ -1,0 +1,628 @@
+"""One soak run: a controller (ours or upstream v0.12.0) as two leader-elected replicas on the full
+local cluster with Kueue, a seeded stream of JobSets at a steady rate, faults on a seeded
+schedule, and the invariants of checks.py judged from outside. Returns a `Result`.
+
+Order of a run: start the stack (main thread: the cluster's processes are tied to it), then in
+one event loop the observer's watches, the arrivals, the faults and a sampler (every 5 s: CPU and
+RSS of both replicas, the leader's work-queue depth, JobSets without progress); after `minutes`
+the arrivals stop and the run drains until every JobSet is finished or the drain limit passes;
+then the final checks, the audit log (requests per JobSet, AlreadyExists answers) and the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import random
+import signal
+import ssl
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from jobset_controller.runtime.client import ApiError, KubeClient
+from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
+from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
+from jobset_controller_dev.envtest.kueue import Kueue
+from jobset_controller_dev.envtest.kwok_stages import FROZEN_ANNOTATION
+from jobset_controller_dev.envtest.upstream import ensure_upstream, upstream_rbac
+from jobset_controller_dev.envtest.webhooks import upstream_webhook_configurations
+from jobset_controller_dev.soak import checks, faults, mix
+from jobset_controller_dev.soak.checks import Violation
+from jobset_controller_dev.soak.observer import Observer, Record
+from jobset_controller_dev.soak.proxy import Forwarder
+from jobset_controller_dev.soak.replicas import LEASE_NAMESPACE, OURS, Replica
+from jobset_controller_dev.soak.stack import kueue_objects, node_specs, scraper_token
+
+NAMESPACE: Final = "soak"
+# A claim keeps the `kubernetes.io/pvc-protection` finalizer until this controller sees no pod
+# using it; without it a JobSet with volumeClaimPolicies is never deleted (its foreground
+# deletion waits for the claim).
+CONTROLLERS: Final = (
+    *DEFAULT_CONTROLLERS,
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
+)
+ACCOUNT: Final = "controller-manager"
+SAMPLE_EVERY: Final = 5.0
+WARM_SECONDS: Final = 60.0  # a leader's RSS counts once it has led this long
+QUEUE_NEVER_EMPTY: Final = 120.0  # the work queue must be empty at least once in this window
+FAULT_WINDOW: Final = 60.0  # AlreadyExists on a Job create is excused this long after a fault
+LOG_PROBLEMS: Final = (
+    "Traceback (most recent call last)",
+    "Task exception was never retrieved",
+    "panic:",
+    "Observed a panic",
+)
+
+
+@dataclass
+class Options:
+    controller: str
+    minutes: float
+    seed: int
+    workdir: Path
+    rate: float = 2.0  # JobSets a second
+    fault_every: float = 120.0
+    first_fault: float = 60.0
+    nodes: int = 64
+    burst: int = 500
+    stuck_after: float = 300.0
+    drain_limit: float = 300.0
+    slow_seconds: float = faults.SLOW_SECONDS
+    node_down: float = faults.NODE_DOWN_SECONDS
+    settle_bound: float = checks.SETTLE_BOUND
+    queue_never_empty: float = QUEUE_NEVER_EMPTY
+
+
+@dataclass
+class Result:
+    controller: str
+    seed: int
+    minutes: float
+    created: int = 0
+    finished: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    requests: int = 0
+    already_exists: int = 0
+    cpu: float = 0.0
+    rss_start: int = 0
+    rss_end: int = 0
+    rss_growth: float | None = None
+    max_queue_depth: float = 0.0
+    relists: int = 0
+    injections: int = 0
+    load: str = ""
+    started: str = ""
+    exit_codes: list[int] = field(default_factory=list)
+    fault_walls: list[float] = field(default_factory=list)
+    replica_exits: list[str] = field(default_factory=list)
+    depths: list[tuple[int, float]] = field(default_factory=list)  # (s into the run, depth)
+    latency_by_shape: dict[str, list[float]] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "controller": self.controller,
+            "seed": self.seed,
+            "minutes": self.minutes,
+            "started": self.started,
+            "load": self.load,
+            "created": self.created,
+            "finished": self.finished,
+            "violations": [str(v) for v in self.violations],
+            "latency_p50": checks.percentile(self.latencies, 0.5),
+            "latency_p99": checks.percentile(self.latencies, 0.99),
+            "requests_per_jobset": self.requests / max(1, self.finished),
+            "already_exists": self.already_exists,
+            "cpu_seconds": self.cpu,
+            "rss_start_mib": self.rss_start / 2**20,
+            "rss_end_mib": self.rss_end / 2**20,
+            "rss_growth_second_half": self.rss_growth,
+            "max_queue_depth": self.max_queue_depth,
+            "relists": self.relists,
+            "injected_failures": self.injections,
+            "faults": self.faults,
+            "exit_codes": self.exit_codes,
+            "replica_exits": self.replica_exits,
+            "queue_depths": self.depths,
+            "latency_by_shape": {
+                shape: [
+                    len(values),
+                    checks.percentile(values, 0.5),
+                    checks.percentile(values, 0.99),
+                ]
+                for shape, values in sorted(self.latency_by_shape.items())
+            },
+        }
+
+
+def run(options: Options) -> Result:
+    """Run one soak; every process it started is stopped when it returns."""
+    options.workdir.mkdir(parents=True, exist_ok=True)
+    upstream_bin = ensure_upstream() if options.controller != OURS else None
+    result = Result(
+        options.controller,
+        options.seed,
+        options.minutes,
+        started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
+    cluster = FullCluster(
+        nodes=node_specs(options.nodes),
+        workdir=options.workdir / "cluster",
+        keep_workdir=True,
+        controllers=CONTROLLERS,
+    ).start()
+    with contextlib.ExitStack() as stack:
+        stack.callback(cluster.stop)
+        cluster.create_namespace(NAMESPACE)
+        cluster.add_volumes(_claims_needed(options))
+        kueue = Kueue(cluster).start()
+        stack.callback(kueue.stop)
+        kueue_objects(cluster, NAMESPACE)
+        token = scraper_token(cluster, options.workdir)
+        accounts = stack.enter_context(
+            shipped_rbac(
+                cluster,
+                LEASE_NAMESPACE,
+                [ACCOUNT],
+                options.workdir,
+                documents=upstream_rbac(upstream_bin) if upstream_bin is not None else None,
+            )
+        )
+        certs = options.workdir / "webhook-certs"
+        cluster.ca.write_pair(
+            certs,
+            "soak-webhook",
+            common_name="jobset-webhook",
+            ip_addresses=("127.0.0.1",),
+            server=True,
+        )
+        replicas = [
+            Replica(options.controller, i, accounts[ACCOUNT], options.workdir, certs, upstream_bin)
+            for i in range(2)
+        ]
+        stack.callback(_stop_all, replicas)
+        for replica in replicas:
+            replica.start()
+        with _load_average(result):
+            asyncio.run(_soak(options, cluster, replicas, token, result))
+        for replica in replicas:
+            if replica.alive:
+                result.exit_codes.append(replica.end(signal.SIGTERM))
+        result.cpu = sum(replica.sample()[0] for replica in replicas)
+        _audit(cluster, result)
+        _logs(replicas, result)
+    return result
+
+
+def _claims_needed(options: Options) -> int:
+    share = mix.WEIGHTS["claims"] / sum(mix.WEIGHTS.values())
+    return int(options.rate * options.minutes * 60 * share * 1.5) + 20
+
+
+def _stop_all(replicas: list[Replica]) -> None:
+    for replica in replicas:
+        if replica.alive:
+            replica.end(signal.SIGKILL, within=10)
+
+
+@contextlib.contextmanager
+def _load_average(result: Result) -> Iterator[None]:
+    before = os.getloadavg()
+    yield
+    after = os.getloadavg()
+    result.load = f"{before[0]:.1f} at start, {after[1]:.1f} over the last 5 min"
+
+
+# ----------------------------------------------------------------------------- the loop
+class Soak:
+    """The run's shared state inside the event loop."""
+
+    def __init__(
+        self,
+        options: Options,
+        cluster: FullCluster,
+        replicas: list[Replica],
+        token: str,
+        result: Result,
+        kube: KubeClient,
+    ) -> None:
+        self.options, self.cluster, self.replicas = options, cluster, replicas
+        self.token, self.result, self.kube = token, result, kube
+        self.observer = Observer(kube, NAMESPACE)
+        self.rng = random.Random(options.seed)
+        self.fault_rng = random.Random(options.seed + 1)
+        self.started = time.monotonic()
+        self.fault_walls: list[float] = []
+        self.stuck: set[str] = set()
+        self.rss: list[tuple[float, int]] = []
+        self.last_empty_queue = time.monotonic()
+        self.queue_alarm = False
+        self.creating: set[asyncio.Task[None]] = set()
+        self.bursts = 0
+        self.thawing: list[asyncio.Task[None]] = []
+        self.busy: set[str] = set()  # replicas a fault is ending and starting
+        self.last_report = time.monotonic()
+
+    @property
+    def path(self) -> str:
+        return f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"
+
+    def violation(self, kind: str, name: str, detail: str) -> None:
+        self.result.violations.append(Violation(kind, name, detail))
+
+    # --------------------------------------------------------------------- arrivals
+    async def create(self, workload: mix.Workload) -> None:
+        """Create it, retrying while the API server or the webhook is away (same name: an
+        AlreadyExists answer means an earlier try went through)."""
+        self.observer.expect(workload)
+        self.result.created += 1
+        for _ in range(120):
+            try:
+                await self.kube.create(self.path, workload.manifest)
+                return
+            except ApiError as error:
+                if error.status == 409:
+                    return
+                if error.status in (400, 422):
+                    self.violation("rejected", workload.name, str(error)[:300])
+                    return
+            except (OSError, TimeoutError):
+                pass
+            await asyncio.sleep(1)  # the API server or a webhook is away; try again
+        self.violation("not-created", workload.name, "120 tries failed")
+
+    def spawn_create(self, workload: mix.Workload) -> None:
+        task = asyncio.ensure_future(self.create(workload))
+        self.creating.add(task)
+        task.add_done_callback(self.creating.discard)
+
+    async def arrivals(self) -> None:
+        index = 0
+        end = self.started + self.options.minutes * 60
+        while (now := time.monotonic()) < end:
+            due = self.started + index / self.options.rate
+            if due > now:
+                await asyncio.sleep(due - now)  # the arrival schedule's next slot
+                continue
+            self.spawn_create(mix.draw(self.rng, index))
+            index += 1
+
+    # --------------------------------------------------------------------- faults
+    async def faults(self) -> None:
+        plan = faults.schedule(
+            self.fault_rng,
+            duration=self.options.minutes * 60,
+            every=self.options.fault_every,
+            first=self.options.first_fault,
+        )
+        for fault in plan:
+            wait = self.started + fault.at - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)  # the fault schedule's next slot
+            self.fault_walls.append(time.time())
+            began = time.monotonic()
+            note = await self.inject(fault.kind)
+            line = f"{fault.at:.0f}s {fault.kind}: {note} ({time.monotonic() - began:.1f} s)"
+            self.result.faults.append(line)
+            print(f"soak fault {line}", file=sys.stderr, flush=True)
+
+    async def inject(self, kind: str) -> str:
+        if kind in ("leader-sigkill", "leader-sigterm"):
+            leader = await self.leader()
+            if leader is None:
+                self.violation("no-leader", kind, "no replica led within 60 s")
+                return "no leader"
+            sig = signal.SIGKILL if kind == "leader-sigkill" else signal.SIGTERM
+            self.busy.add(leader.name)
+            try:
+                code = await asyncio.to_thread(leader.end, sig)
+                if sig == signal.SIGTERM and code != 0:
+                    self.violation("unclean-exit", leader.name, f"exit {code} on SIGTERM")
+                await asyncio.to_thread(leader.start)
+            finally:
+                self.busy.discard(leader.name)
+            return f"{leader.name} exited {code}, restarted"
+        if kind == "apiserver-restart":
+            self.cluster.restart_apiserver()  # main thread: the new process is tied to it
+            return "restarted"
+        if kind == "watch-expiry":
+            revision = faults.etcd_revision(
+                self.cluster.etcdctl("endpoint", "status", "-w", "json")
+            )
+            self.cluster.etcdctl("compact", str(revision))
+            self.cluster.restart_apiserver()
+            return f"compacted at {revision}, API server restarted"
+        if kind == "node-notready":
+            node = self.busiest_node()
+            frozen = self.cluster.freeze_node(node)
+            self.thawing.append(asyncio.ensure_future(self._thaw_later(node, frozen)))
+            return f"{node} NotReady for {self.options.node_down:.0f} s with {len(frozen)} pods"
+        if kind == "burst":
+            self.bursts += 1
+            workloads = [mix.burst_workload(self.bursts, i) for i in range(self.options.burst)]
+            for workload in workloads:
+                self.spawn_create(workload)
+            return f"{len(workloads)} JobSets at once"
+        if kind == "slow-client":
+            return await self.slow_client()
+        raise ValueError(kind)
+
+    def busiest_node(self) -> str:
+        """The general-pool node running the most soak pods now (ties: the seeded draw), so
+        that the fault catches pods."""
+        general = sorted(n for n in self.cluster.nodes if n.startswith("gen-"))
+        running: dict[str, int] = dict.fromkeys(general, 0)
+        for pod in self.cluster.list_items(f"/api/v1/namespaces/{NAMESPACE}/pods"):
+            node = (pod.get("spec") or {}).get("nodeName", "")
+            if node in running and (pod.get("status") or {}).get("phase") == "Running":
+                running[node] += 1
+        most = max(running.values())
+        return self.fault_rng.choice([n for n in general if running[n] == most])
+
+    async def _thaw_later(self, node: str, pods: list[str]) -> None:
+        await asyncio.sleep(self.options.node_down)  # how long the node stays away
+        self._thaw(node, pods)
+
+    def _thaw(self, node: str, pods: list[str]) -> None:
+        thaw = {"metadata": {"annotations": {FROZEN_ANNOTATION: None}}}
+        self.cluster.patch_node(node, thaw)
+        for ref in pods:
+            namespace, name = ref.split("/", 1)
+            self.cluster.request(
+                "PATCH",
+                f"/api/v1/namespaces/{namespace}/pods/{name}",
+                thaw,
+                "application/merge-patch+json",
+            )
+
+    async def slow_client(self) -> str:
+        """Slow clients on the leader's metrics port and on the webhook, while the soak
+        scrapes the metrics port normally: the scrape must answer within 10 s."""
+        leader = await self.leader()
+        if leader is None:
+            return "no leader"
+        seconds = self.options.slow_seconds
+        clients = asyncio.gather(
+            faults.slow_clients(leader.metrics_port, seconds),
+            faults.slow_clients(leader.webhook_port, seconds),
+        )
+        await asyncio.sleep(min(5.0, seconds / 2))  # let the slow clients connect first
+        began = time.monotonic()
+        depth = await self.queue_depth(leader)
+        took = time.monotonic() - began
+        connected = await clients
+        if depth is None or took > 10:
+            self.violation(
+                "slow-client", leader.name, f"metrics scrape failed or took {took:.1f} s"
+            )
+        return f"{sum(connected)} slow connections; a scrape meanwhile took {took:.2f} s"
+
+    async def leader(self, within: float = 60.0) -> Replica | None:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            for replica in self.replicas:
+                if replica.leads():
+                    return replica
+            await asyncio.sleep(0.5)  # until a replica logs that it leads
+        return None
+
+    # --------------------------------------------------------------------- sampling
+    async def queue_depth(self, replica: Replica) -> float | None:
+        """The `jobset` work queue's depth from the replica's secure /metrics."""
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the replica's own serving pair, on loopback
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", replica.metrics_port, ssl=context), 10
+            )
+            writer.write(
+                f"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {self.token}"
+                "\r\nConnection: close\r\n\r\n".encode()
+            )
+            body = await asyncio.wait_for(reader.read(-1), 20)
+            writer.close()
+        except (OSError, TimeoutError, ssl.SSLError):
+            return None
+        for line in body.decode(errors="replace").splitlines():
+            if line.startswith("workqueue_depth{") and 'name="jobset"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    async def sample(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_EVERY)  # the sampler's period
+            now = time.monotonic()
+            for replica in self.replicas:
+                replica.sample()
+            await self.supervise()
+            if now - self.last_report >= 30:
+                self.last_report = now
+                self.report(now)
+            leader = next((r for r in self.replicas if r.leads()), None)
+            if leader is not None:
+                rss = leader.sample()[1]
+                if rss and now - leader.started_at > WARM_SECONDS:
+                    self.rss.append((now - self.started, rss))
+                depth = await self.queue_depth(leader)
+                if depth is not None:
+                    self.result.depths.append((round(now - self.started), depth))
+                    self.result.max_queue_depth = max(self.result.max_queue_depth, depth)
+                    if depth == 0:
+                        self.last_empty_queue, self.queue_alarm = now, False
+            if (
+                now - self.last_empty_queue > self.options.queue_never_empty
+                and not self.queue_alarm
+            ):
+                self.queue_alarm = True
+                self.violation(
+                    "queue-never-empty",
+                    "-",
+                    f"work queue not empty for {now - self.last_empty_queue:.0f} s",
+                )
+            for record in self.observer.records.values():
+                found = checks.stuck(record, now, self.options.stuck_after)
+                if found and found.jobset not in self.stuck:
+                    self.stuck.add(found.jobset)
+                    self.result.violations.append(found)
+
+    async def supervise(self) -> None:
+        """Start again a replica that exited by itself, as the kubelet restarts a container
+        (both controllers exit when they lose the Lease, e.g. across an API server restart)."""
+        for replica in self.replicas:
+            if replica.alive or replica.name in self.busy:
+                continue
+            self.busy.add(replica.name)
+            try:
+                replica.record_exit()
+                self.result.replica_exits.append(
+                    f"{time.monotonic() - self.started:.0f}s {replica.name} exited "
+                    f"{replica.last_exit}"
+                )
+                await asyncio.to_thread(replica.start)
+            finally:
+                self.busy.discard(replica.name)
+
+    def report(self, now: float) -> None:
+        records = self.observer.records.values()
+        done = sum(checks.finished(r) for r in records)
+        leader = next((r.name for r in self.replicas if r.leads()), "none")
+        print(
+            f"soak {now - self.started:5.0f} s: {self.result.created} created, {done} finished, "
+            f"{len(self.result.violations)} violations, leader {leader}, "
+            f"{len(self.result.faults)} faults",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def settle(self, records: list[Record]) -> list[Violation]:
+        """The final checks, judged as if `settle_bound` had passed since each JobSet finished:
+        polled until they pass or that bound has really passed (children of a JobSet that just
+        finished are deleted within seconds, not at once)."""
+        bound = self.options.settle_bound
+        deadline = time.monotonic() + bound
+        while True:
+            found = checks.final(records, time.monotonic() + bound, bound)
+            if not found or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(2)  # until the children of the last JobSets are gone
+
+    async def drain(self) -> None:
+        deadline = time.monotonic() + self.options.drain_limit
+        while time.monotonic() < deadline:
+            if not self.creating and all(
+                checks.finished(r) for r in self.observer.records.values()
+            ):
+                return
+            await asyncio.sleep(1)  # until every JobSet is finished (polled)
+
+
+async def _soak(
+    options: Options, cluster: FullCluster, replicas: list[Replica], token: str, result: Result
+) -> None:
+    forwarder = Forwarder(lambda: [r.webhook_port for r in replicas if r.alive])
+    port = await forwarder.start()
+    registered = []
+    for collection, body in upstream_webhook_configurations(
+        f"https://127.0.0.1:{port}", cluster.ca.cert_pem
+    ):
+        status, reply = cluster.request("POST", collection, body)
+        assert status == 201, reply
+        registered.append(f"{collection}/{body['metadata']['name']}")
+    kube = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
+    soak = Soak(options, cluster, replicas, token, result, kube)
+    background = [asyncio.ensure_future(c) for c in (*soak.observer.watches(), soak.sample())]
+    try:
+        await asyncio.gather(soak.arrivals(), soak.faults())
+        await asyncio.gather(*soak.thawing)
+        await soak.drain()
+        records = list(soak.observer.records.values())
+        found = await soak.settle(records)
+        result.violations += [
+            v for v in found if v.jobset not in soak.stuck or v.kind != "not-finished"
+        ]
+        result.finished = sum(checks.finished(r) for r in records)
+        result.latencies = [t for r in records if (t := checks.latency(r)) is not None]
+        for record in records:
+            took = checks.latency(record)
+            if took is not None:
+                result.latency_by_shape.setdefault(record.workload.shape, []).append(took)
+        result.relists, result.injections = soak.observer.relists, soak.observer.injections
+        _rss_figures(soak.rss, options.minutes * 60, result)
+        result.fault_walls = soak.fault_walls
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        for path in registered:
+            cluster.request("DELETE", path)
+        await forwarder.stop()
+        await kube.close()
+
+
+def _rss_figures(samples: list[tuple[float, int]], duration: float, result: Result) -> None:
+    """RSS of the warm leader: first and last sample, and the growth over the second half
+    (median of the last tenth against the median of the tenth after the middle)."""
+    if not samples:
+        return
+    result.rss_start, result.rss_end = samples[0][1], samples[-1][1]
+    middle = [rss for t, rss in samples if duration / 2 <= t < duration * 0.6]
+    last = [rss for t, rss in samples if t >= duration * 0.9]
+    if middle and last:
+        base = statistics.median(middle)
+        result.rss_growth = (statistics.median(last) - base) / base
+
+
+def _audit(cluster: FullCluster, result: Result) -> None:
+    """Requests the controller made (by audit ID) and Job creates answered AlreadyExists
+    outside `FAULT_WINDOW` after a fault."""
+    user = service_account_user(LEASE_NAMESPACE, ACCOUNT)
+    ids: set[str] = set()
+    if not cluster.audit_log.exists():
+        return
+    with cluster.audit_log.open() as lines:
+        for line in lines:
+            if user not in line:
+                continue
+            event = json.loads(line)
+            if event.get("user", {}).get("username") != user:
+                continue
+            ids.add(event["auditID"])
+            ref = event.get("objectRef") or {}
+            code = (event.get("responseStatus") or {}).get("code")
+            if event.get("verb") == "create" and ref.get("resource") == "jobs" and code == 409:
+                if event.get("stage") != "ResponseComplete":
+                    continue
+                result.already_exists += 1
+                at = _wall(event.get("requestReceivedTimestamp", ""))
+                if not any(0 <= at - t <= FAULT_WINDOW for t in result.fault_walls):
+                    result.violations.append(
+                        Violation("already-exists", ref.get("name", "?"), "Job create answered 409")
+                    )
+    result.requests = len(ids)
+
+
+def _wall(stamp: str) -> float:
+    try:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _logs(replicas: list[Replica], result: Result) -> None:
+    for replica in replicas:
+        for log in replica.logs:
+            text = log.read_text(errors="replace")
+            for problem in LOG_PROBLEMS:
+                if problem in text:
+                    result.violations.append(Violation("log", log.name, problem))

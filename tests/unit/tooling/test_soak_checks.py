@@ -1,0 +1,100 @@
+"""The soak's invariants, one test per promise, on hand-made records."""
+
+from __future__ import annotations
+
+import random
+
+from jobset_controller_dev.soak import checks, mix
+from jobset_controller_dev.soak.observer import JobSeen, Record
+
+
+def record(shape: str = "all", **fields: object) -> Record:
+    workload = mix.build(f"soak-00001-{shape}", shape, random.Random(0))
+    made = Record(workload=workload, created=0.0, last_progress=0.0)
+    for key, value in fields.items():
+        setattr(made, key, value)
+    return made
+
+
+def kinds(found: list[checks.Violation]) -> list[str]:
+    return [v.kind for v in found]
+
+
+def test_a_jobset_that_reached_its_promised_state_breaks_nothing() -> None:
+    done = record(terminal="Completed", terminal_seen=10.0, restarts_at_terminal=0,
+                  pod_event_before_terminal=9.0, events={"AllJobsCompleted"})  # fmt: skip
+    assert checks.final([done], now=1000.0) == []
+
+
+def test_a_jobset_without_a_terminal_condition_is_not_finished() -> None:
+    assert kinds(checks.outcome(record())) == ["not-finished"]
+
+
+def test_the_wrong_terminal_condition_or_restart_count_is_a_violation() -> None:
+    failed = record("restart-once", terminal="Failed", restarts_at_terminal=3)
+    assert kinds(checks.outcome(failed)) == ["wrong-terminal", "wrong-restarts"]
+
+
+def test_jobs_of_an_attempt_beyond_the_restart_count_are_a_violation() -> None:
+    extra = record(terminal="Completed", restarts_at_terminal=0,
+                   jobs={"u": JobSeen(1, "2026-11-28T10:00:00Z", False)})  # fmt: skip
+    assert kinds(checks.outcome(extra)) == ["attempt-beyond-restarts"]
+
+
+def test_a_job_of_an_older_attempt_created_after_a_newer_one_is_a_violation() -> None:
+    jobs = {"old": JobSeen(0, "2026-11-28T10:00:05Z", True),
+            "new": JobSeen(1, "2026-11-28T10:00:01Z", True)}  # fmt: skip
+    assert kinds(checks.attempt_order(record(jobs=jobs))) == ["attempt-order"]
+
+
+def test_an_active_job_of_an_attempt_created_after_the_restart_moved_past_it_is_stale() -> None:
+    jobs = {"old": JobSeen(0, "2026-11-28T10:00:05Z", True)}
+    late = record(
+        jobs=jobs, restart_seen_wall={0: "2026-11-28T09:59:00Z", 1: "2026-11-28T10:00:02Z"}
+    )
+    assert kinds(checks.attempt_order(late)) == ["stale-attempt"]
+
+
+def test_active_jobs_long_after_finishing_are_a_violation_and_soon_after_are_not() -> None:
+    jobs = {"u": JobSeen(0, "2026-11-28T10:00:00Z", True)}
+    finished = record(terminal="Completed", terminal_seen=100.0, jobs=jobs)
+    assert checks.settled(finished, now=100.0 + checks.SETTLE_BOUND - 1) == []
+    assert kinds(checks.settled(finished, now=100.0 + checks.SETTLE_BOUND + 1)) == [
+        "active-after-finish"
+    ]
+
+
+def test_a_ttl_jobset_still_there_after_the_bound_is_a_violation() -> None:
+    kept = record("ttl", terminal="Completed", terminal_seen=0.0)
+    assert kinds(checks.settled(kept, now=checks.SETTLE_BOUND + 1)) == ["ttl-not-deleted"]
+
+
+def test_a_terminal_condition_long_after_the_last_pod_event_is_slow() -> None:
+    late = record(terminal="Completed", terminal_seen=500.0, pod_event_before_terminal=10.0)
+    assert checks.latency(late) == 490.0
+    assert kinds(checks.slow(late)) == ["slow-terminal"]
+
+
+def test_missing_terminal_and_restart_events_are_violations() -> None:
+    quiet = record("restart-once", terminal="Completed", restarts_at_terminal=1, events=set())
+    assert kinds(checks.events(quiet)) == ["no-terminal-event", "no-restart-event"]
+
+
+def test_a_jobset_idle_past_the_limit_is_stuck_unless_suspended_or_finished() -> None:
+    idle = record(last_progress=0.0)
+    assert checks.stuck(idle, now=301.0, limit=300.0) is not None
+    assert checks.stuck(idle, now=299.0, limit=300.0) is None
+    assert checks.stuck(record(suspended=True), now=1000.0, limit=300.0) is None
+    assert checks.stuck(record(terminal="Failed"), now=1000.0, limit=300.0) is None
+
+
+def test_a_ttl_jobset_is_finished_only_once_deleted() -> None:
+    assert not checks.finished(record("ttl", terminal="Completed"))
+    assert checks.finished(record("ttl", terminal="Completed", deleted_seen=3.0))
+    assert checks.finished(record(terminal="Failed"))
+
+
+def test_percentile_picks_from_the_sorted_values() -> None:
+    assert checks.percentile([], 0.5) is None
+    assert checks.percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert checks.percentile([float(i) for i in range(100)], 0.99) == 99.0
