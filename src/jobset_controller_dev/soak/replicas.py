@@ -22,7 +22,7 @@ from typing import Final
 
 import yaml
 
-from jobset_controller_dev.envtest.processes import free_port, wait_healthy
+from jobset_controller_dev.envtest.processes import free_port, parent_death_signal, wait_healthy
 from jobset_controller_dev.envtest.upstream import upstream_manager
 
 LEASE_NAMESPACE: Final = "jobset-system"
@@ -106,17 +106,36 @@ class Replica:
         return [str(upstream_manager(self.upstream_bin)), *common]
 
     def start(self) -> None:
-        """Spawn the next life and wait for /readyz (a standby answers too)."""
+        """`spawn`, then `wait_ready`."""
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the next life. Call it from the main thread: the process gets the parent-death
+        signal, which the kernel sends when the thread that started it ends, so a soak that is
+        killed leaves no replica behind (and one started from a worker thread would die with
+        that thread)."""
         assert self.proc is None or self.proc.poll() is not None
         log = self.workdir / f"{self.name}-life{self.lives}.log"
         self.logs.append(log)
         self.lives += 1
         env = {**os.environ, "POD_NAMESPACE": LEASE_NAMESPACE}
         with log.open("wb") as out:
-            self.proc = subprocess.Popen(self._argv(), stdout=out, stderr=out, cwd="/", env=env)
+            self.proc = subprocess.Popen(
+                self._argv(),
+                stdout=out,
+                stderr=out,
+                cwd="/",
+                env=env,
+                preexec_fn=parent_death_signal(),
+            )
         self.started_at = time.monotonic()
         self._last_cpu = 0.0
-        proc = self.proc
+
+    def wait_ready(self) -> None:
+        """Until /readyz answers 200 (a standby answers too); any thread."""
+        assert self.proc is not None
+        proc, log = self.proc, self.logs[-1]
         wait_healthy(
             self.health_port,
             running=lambda: proc.poll() is None,

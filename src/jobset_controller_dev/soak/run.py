@@ -328,7 +328,8 @@ class Soak:
                 code = await asyncio.to_thread(leader.end, sig)
                 if sig == signal.SIGTERM and code != 0:
                     self.violation("unclean-exit", leader.name, f"exit {code} on SIGTERM")
-                await asyncio.to_thread(leader.start)
+                leader.spawn()  # main thread (Replica.spawn)
+                await asyncio.to_thread(leader.wait_ready)
             finally:
                 self.busy.discard(leader.name)
             return f"{leader.name} exited {code}, restarted"
@@ -489,7 +490,8 @@ class Soak:
                     f"{time.monotonic() - self.started:.0f}s {replica.name} exited "
                     f"{replica.last_exit}"
                 )
-                await asyncio.to_thread(replica.start)
+                replica.spawn()  # main thread (Replica.spawn)
+                await asyncio.to_thread(replica.wait_ready)
             finally:
                 self.busy.discard(replica.name)
 
