@@ -69,6 +69,7 @@ class Replica:
     cpu_of_ended_lives: float = 0.0
     started_at: float = 0.0
     last_exit: int | None = None
+    _led_life: int = -1
     _last_cpu: float = 0.0
 
     @property
@@ -154,11 +155,16 @@ class Replica:
         they lose it)."""
         if not self.alive:
             return False
+        if self._led_life == self.lives:
+            return True  # the mark, once logged, stays true for the life
         try:
             text = self.logs[-1].read_text(errors="replace")
         except OSError:
             return False
-        return LEADER_MARKS[self.kind] in text
+        if LEADER_MARKS[self.kind] in text:
+            self._led_life = self.lives
+            return True
+        return False
 
     def sample(self) -> tuple[float, int]:
         """(CPU seconds over every life so far, RSS bytes of this life now)."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from jobset_controller.runtime.client import ApiError, KubeClient
+from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
 from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kueue import Kueue
@@ -245,7 +245,7 @@ class Soak:
         self.fault_walls: list[float] = []
         self.stuck: set[str] = set()
         self.rss: list[tuple[float, int]] = []
-        self.last_empty_queue = time.monotonic()
+        self.queue_busy_since: float | None = None
         self.queue_alarm = False
         self.creating: set[asyncio.Task[None]] = set()
         self.bursts = 0
@@ -344,8 +344,8 @@ class Soak:
             self.cluster.restart_apiserver()
             return f"compacted at {revision}, API server restarted"
         if kind == "node-notready":
-            node = self.busiest_node()
-            frozen = self.cluster.freeze_node(node)
+            node = await self.busiest_node()
+            frozen = await self.freeze(node)
             self.thawing.append(asyncio.ensure_future(self._thaw_later(node, frozen)))
             return f"{node} NotReady for {self.options.node_down:.0f} s with {len(frozen)} pods"
         if kind == "burst":
@@ -358,33 +358,71 @@ class Soak:
             return await self.slow_client()
         raise ValueError(kind)
 
-    def busiest_node(self) -> str:
+    async def busiest_node(self) -> str:
         """The general-pool node running the most soak pods now (ties: the seeded draw), so
         that the fault catches pods."""
         general = sorted(n for n in self.cluster.nodes if n.startswith("gen-"))
         running: dict[str, int] = dict.fromkeys(general, 0)
-        for pod in self.cluster.list_items(f"/api/v1/namespaces/{NAMESPACE}/pods"):
+        pods = await self.kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
+        for pod in pods.get("items") or ():
             node = (pod.get("spec") or {}).get("nodeName", "")
             if node in running and (pod.get("status") or {}).get("phase") == "Running":
                 running[node] += 1
         most = max(running.values())
         return self.fault_rng.choice([n for n in general if running[n] == most])
 
-    async def _thaw_later(self, node: str, pods: list[str]) -> None:
-        await asyncio.sleep(self.options.node_down)  # how long the node stays away
-        self._thaw(node, pods)
+    async def freeze(self, node: str) -> list[str]:
+        """What `FullCluster.freeze_node` does (a dead kubelet: the node and its pods frozen,
+        Ready Unknown), through the async client and for the pods still running only, so that
+        the soak's loop never waits on hundreds of blocking calls. Returns the frozen pods."""
+        frozen = {"metadata": {"annotations": {FROZEN_ANNOTATION: "true"}}}
+        await self.kube.merge_patch(f"/api/v1/nodes/{node}", frozen)
+        listed = await self.kube.get("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+        live = [
+            f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}"
+            for p in listed.get("items") or ()
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        await self._patch_all(live, frozen)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        unknown = {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        await self.kube.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}/status",
+            body={"status": {"conditions": [unknown]}},
+            content_type="application/strategic-merge-patch+json",
+        )
+        return live
 
-    def _thaw(self, node: str, pods: list[str]) -> None:
+    async def _patch_all(self, paths: list[str], patch: dict[str, Any]) -> None:
+        gate = asyncio.Semaphore(20)
+
+        async def one(path: str) -> None:
+            async with gate:
+                with contextlib.suppress(NotFound):
+                    await self.kube.merge_patch(path, patch)
+
+        await asyncio.gather(*(one(path) for path in paths))
+
+    async def _thaw_later(self, node: str, pods: list[str]) -> None:
+        """After `node_down` s the kubelet is back: node and pods thawed (kwok's node stage
+        then makes the node Ready again)."""
+        await asyncio.sleep(self.options.node_down)  # how long the node stays away
         thaw = {"metadata": {"annotations": {FROZEN_ANNOTATION: None}}}
-        self.cluster.patch_node(node, thaw)
-        for ref in pods:
-            namespace, name = ref.split("/", 1)
-            self.cluster.request(
-                "PATCH",
-                f"/api/v1/namespaces/{namespace}/pods/{name}",
-                thaw,
-                "application/merge-patch+json",
-            )
+        for _ in range(30):
+            try:
+                await self.kube.merge_patch(f"/api/v1/nodes/{node}", thaw)
+                await self._patch_all(pods, thaw)
+                return
+            except (ApiError, OSError, TimeoutError):
+                await asyncio.sleep(2)  # the API server is away (a fault); try again
 
     async def slow_client(self) -> str:
         """Slow clients on the leader's metrics port and on the webhook, while the soak
@@ -441,41 +479,50 @@ class Soak:
         return None
 
     async def sample(self) -> None:
+        """Every `SAMPLE_EVERY` s, `sample_once`; an error of the soak's own (an API call that
+        timed out on a loaded machine) is reported and the next round goes on."""
         while True:
             await asyncio.sleep(SAMPLE_EVERY)  # the sampler's period
-            now = time.monotonic()
-            for replica in self.replicas:
-                replica.sample()
-            await self.supervise()
-            if now - self.last_report >= 30:
-                self.last_report = now
-                self.report(now)
-            leader = next((r for r in self.replicas if r.leads()), None)
-            if leader is not None:
-                rss = leader.sample()[1]
-                if rss and now - leader.started_at > WARM_SECONDS:
-                    self.rss.append((now - self.started, rss))
-                depth = await self.queue_depth(leader)
-                if depth is not None:
-                    self.result.depths.append((round(now - self.started), depth))
-                    self.result.max_queue_depth = max(self.result.max_queue_depth, depth)
-                    if depth == 0:
-                        self.last_empty_queue, self.queue_alarm = now, False
-            if (
-                now - self.last_empty_queue > self.options.queue_never_empty
-                and not self.queue_alarm
-            ):
-                self.queue_alarm = True
-                self.violation(
-                    "queue-never-empty",
-                    "-",
-                    f"work queue not empty for {now - self.last_empty_queue:.0f} s",
-                )
-            for record in self.observer.records.values():
-                found = checks.stuck(record, now, self.options.stuck_after)
-                if found and found.jobset not in self.stuck:
-                    self.stuck.add(found.jobset)
-                    self.result.violations.append(found)
+            try:  # the sampler must outlive one bad round
+                await self.sample_once(time.monotonic())
+            except Exception as error:
+                print(f"soak: sampler round failed: {error!r}", file=sys.stderr, flush=True)
+
+    async def sample_once(self, now: float) -> None:
+        """CPU and RSS, replicas restarted, the leader's queue depth, JobSets without
+        progress."""
+        for replica in self.replicas:
+            replica.sample()
+        await self.supervise()
+        if now - self.last_report >= 30:
+            self.last_report = now
+            self.report(now)
+        leader = next((r for r in self.replicas if r.leads()), None)
+        if leader is not None:
+            rss = leader.sample()[1]
+            if rss and now - leader.started_at > WARM_SECONDS:
+                self.rss.append((now - self.started, rss))
+            depth = await self.queue_depth(leader)
+            if depth is not None:
+                self.result.depths.append((round(now - self.started), depth))
+                self.result.max_queue_depth = max(self.result.max_queue_depth, depth)
+        else:
+            depth = None
+        # Since when the queue has been seen non-empty; unknown (None) without a leader or a
+        # scrape: a failover starts a new queue, which must then empty in its turn.
+        if depth is None or depth == 0:
+            self.queue_busy_since, self.queue_alarm = None, False
+        elif self.queue_busy_since is None:
+            self.queue_busy_since = now
+        busy = now - self.queue_busy_since if self.queue_busy_since is not None else 0.0
+        if busy > self.options.queue_never_empty and not self.queue_alarm:
+            self.queue_alarm = True
+            self.violation("queue-never-empty", "-", f"work queue not empty for {busy:.0f} s")
+        for record in self.observer.records.values():
+            found = checks.stuck(record, now, self.options.stuck_after)
+            if found and found.jobset not in self.stuck:
+                self.stuck.add(found.jobset)
+                self.result.violations.append(found)
 
     async def supervise(self) -> None:
         """Start again a replica that exited by itself, as the kubelet restarts a container
@@ -492,6 +539,8 @@ class Soak:
                 )
                 replica.spawn()  # main thread (Replica.spawn)
                 await asyncio.to_thread(replica.wait_ready)
+            except RuntimeError as error:  # not ready in time, or exited again: next round
+                print(f"soak: {replica.name} did not come up: {error}", file=sys.stderr)
             finally:
                 self.busy.discard(replica.name)
 
