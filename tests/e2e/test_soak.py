@@ -40,6 +40,8 @@ def test_three_minutes_of_churn_with_every_fault_break_no_invariant(tmp_path: Pa
         drain_limit=scaled(240),
         node_down=30,
         slow_seconds=15,
+        settle_bound=scaled(120),
+        queue_never_empty=scaled(120),
     )
     result = run(options)
     report = table([result.figures()])

@@ -323,6 +323,13 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
         return path
 
+    def audit_files(self) -> list[Path]:
+        """The audit log's files, oldest first: the API server moves the log aside as
+        `audit-<time>.log` each time it reaches 100 MiB (`--audit-log-maxsize`'s default), and
+        an hour of churn writes several."""
+        rotated = sorted(self.audit_log.parent.glob("audit-*.log"))
+        return rotated + ([self.audit_log] if self.audit_log.exists() else [])
+
     def audit_events(self, user: str | None = None) -> list[dict[str, Any]]:
         """The audit log's events so far (one per request and stage), optionally for one user.
 
@@ -330,10 +337,8 @@ class ControlPlane:
         everything a finished call did is here. A watch still open has only its ResponseStarted
         event, so that stage is kept too: count requests by ``auditID``, not by event.
         """
-        if not self.audit_log.exists():
-            return []
         events = []
-        for line in self.audit_log.read_text().splitlines():
+        for line in (text for path in self.audit_files() for text in path.read_text().splitlines()):
             if not line.strip():
                 continue
             event = json.loads(line)

@@ -133,6 +133,7 @@ class Result:
             "faults": self.faults,
             "exit_codes": self.exit_codes,
             "replica_exits": self.replica_exits,
+            "fault_walls": self.fault_walls,
             "queue_depths": self.depths,
             "latency_by_shape": {
                 shape: [
@@ -639,9 +640,13 @@ def _audit(cluster: FullCluster, result: Result) -> None:
     outside `FAULT_WINDOW` after a fault."""
     user = service_account_user(LEASE_NAMESPACE, ACCOUNT)
     ids: set[str] = set()
-    if not cluster.audit_log.exists():
-        return
-    with cluster.audit_log.open() as lines:
+    for path in cluster.audit_files():
+        _audit_file(path, user, ids, result)
+    result.requests = len(ids)
+
+
+def _audit_file(path: Path, user: str, ids: set[str], result: Result) -> None:
+    with path.open() as lines:
         for line in lines:
             if user not in line:
                 continue
@@ -660,7 +665,6 @@ def _audit(cluster: FullCluster, result: Result) -> None:
                     result.violations.append(
                         Violation("already-exists", ref.get("name", "?"), "Job create answered 409")
                     )
-    result.requests = len(ids)
 
 
 def _wall(stamp: str) -> float:
