@@ -15,7 +15,8 @@ What it guarantees:
   a header value (NUL, a bare CR), an invalid header name (a space inside), bare-LF line ends,
   obsolete folding, a Content-Length that is not digits (HTTP's own whitespace aside: no
   ``str.strip``, which would take ``\\xa0``), doubled, or sent with Transfer-Encoding; 505 for
-  a version other than HTTP/1.0 and 1.1 (an HTTP/2 preface included). The head is at most 64 KiB
+  a version other than HTTP/1.0 and 1.1 (an HTTP/2 preface included); 400 for an HTTP/1.1
+  request without a Host header and for any with two (RFC 9112, 3.2). The head is at most 64 KiB
   (else 431), a body at most `max_body` bytes (else 413, before reading it). A POST, PUT or PATCH
   without Content-Length, and any Transfer-Encoding, get 411 (the API server, Prometheus and
   kubelet all send a length).
@@ -434,6 +435,16 @@ async def not_found(request: Request) -> Reply:
     return Reply.text("404 page not found\n", 404)
 
 
+def _host_problem(version: str, hosts: int) -> str | None:
+    """Go's net/http refusals of a request's Host headers (RFC 9112, 3.2): an HTTP/1.1 request
+    must carry exactly one, an HTTP/1.0 one at most one."""
+    if hosts > 1:
+        return "too many Host headers"
+    if hosts == 0 and version == "1.1":
+        return "missing required Host header"
+    return None
+
+
 def _refuse(reply: Reply) -> Handler:
     async def refuse(request: Request) -> Reply:
         return reply
@@ -476,6 +487,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         "_head_size",
         "_headers",
         "_held",
+        "_hosts",
         "_in_body",
         "_in_message",
         "_lines",
@@ -521,6 +533,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._fed_in_head = 0
         self._url = bytearray()
         self._headers: dict[str, str] = {}
+        self._hosts = 0  # Host headers of the message being parsed
         self._body = bytearray()
         self._upgrade = False
         self._expect_continue = False
@@ -618,6 +631,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._head_size, self._fed_in_head = 0, 0
         self._url.clear()
         self._headers = {}
+        self._hosts = 0
         self._body.clear()
         self._expect_continue = False
         if self._timer_kind in ("", "idle"):
@@ -631,12 +645,19 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._grow_head(len(name) + len(value) + 4)
         # llhttp has dropped the whitespace before the value; only SP and HTAB are HTTP's
         # whitespace, so only they go after it (str.strip would also take \xa0, \x0b...).
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").rstrip(" \t")
+        key = name.decode("latin-1").lower()
+        if key == "host":
+            self._hosts += 1
+        self._headers[key] = value.decode("latin-1").rstrip(" \t")
 
     def on_headers_complete(self) -> None:
         version = self._parser.get_http_version()
         if version not in ("1.0", "1.1"):
             self._refuse(Reply.text("unsupported HTTP version\n", 505))
+            raise _Stop
+        host_problem = _host_problem(version, self._hosts)
+        if host_problem is not None:
+            self._refuse(Reply.text(f"bad request: {host_problem}\n", 400))
             raise _Stop
         if "transfer-encoding" in self._headers:
             self._refuse(Reply.text("a request body needs a Content-Length\n", 411))

@@ -44,7 +44,7 @@ async def send(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A POST of `size` bytes; with `body` False only its head (the body is sent later)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % size)
+    writer.write(b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size)
     if body:
         await writer.drain()
         writer.write(b"b" * size)
@@ -123,7 +123,7 @@ async def test_a_client_that_leaves_gives_its_reservation_back() -> None:
     async with server(budget, gate) as http:
         assert http.port is not None
         _, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: 900\r\n\r\n" + b"b" * 100)
+        writer.write(b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 900\r\n\r\n" + b"b" * 100)
         await eventually(
             lambda: budget.used == 900, "budget.used == 900", 10.0, interval=0.005
         )  # reserved when the head was in
@@ -142,7 +142,7 @@ async def test_100_continue_waits_for_the_budget() -> None:
         _, first_writer = await send(http.port, 1000)
         await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+        writer.write(b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
         await eventually(lambda: budget.waiting == 1, "budget.waiting == 1", 10.0, interval=0.005)
         gate.open.set()  # the first is answered, its budget freed: now the client may send
         assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10) == (
@@ -163,7 +163,7 @@ async def test_a_body_that_came_whole_with_its_head_is_served_and_charged() -> N
         _, first_writer = await send(http.port, 900)
         await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         _, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /hold HTTP/1.1\r\nContent-Length: 300\r\n\r\n" + b"b" * 300)
+        writer.write(b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 300\r\n\r\n" + b"b" * 300)
         await eventually(lambda: len(gate.seen) == 2, "len(gate.seen) == 2", 10.0, interval=0.005)
         assert budget.used == 1200  # over the total by what came in one read
         _, third_writer = await send(http.port, 100, body=False)

@@ -68,7 +68,7 @@ def status(answer: bytes) -> int:
 async def test_requests_on_one_connection_are_answered_in_order_and_it_stays_open() -> None:
     async with server() as http:
         assert http.port is not None
-        requests = b"GET /echo HTTP/1.1\r\n\r\nPOST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+        requests = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\nPOST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"
         answers, closed = await exchange(http.port, requests, answers=2)
     assert [a.rpartition(b"\r\n\r\n")[2] for a in answers] == [b"GET /echo ", b"POST /echo abc"]
     assert not closed
@@ -78,7 +78,7 @@ async def test_connection_close_is_honoured() -> None:
     async with server() as http:
         assert http.port is not None
         answers, closed = await exchange(
-            http.port, b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n"
+            http.port, b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
         )
     assert status(answers[0]) == 200
     assert b"Connection: close" in answers[0]
@@ -88,8 +88,8 @@ async def test_connection_close_is_honoured() -> None:
 @pytest.mark.parametrize(
     ("request_bytes", "code"),
     [
-        (b"GET /nowhere HTTP/1.1\r\n\r\n", 404),
-        (b"DELETE /echo HTTP/1.1\r\n\r\n", 405),
+        (b"GET /nowhere HTTP/1.1\r\nHost: t\r\n\r\n", 404),
+        (b"DELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n", 405),
     ],
 )
 async def test_unknown_paths_and_methods_are_refused(request_bytes: bytes, code: int) -> None:
@@ -104,10 +104,10 @@ async def test_unknown_paths_and_methods_are_refused(request_bytes: bytes, code:
 @pytest.mark.parametrize(
     ("request_bytes", "code"),
     [
-        (b"POST /echo HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", 413),
-        (b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 411),
-        (b"POST /echo HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
-        (b"GET /echo HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431),
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1001\r\n\r\n", 413),
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 411),
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431),
         (b"NONSENSE\r\n\r\n", 400),
     ],
 )
@@ -124,7 +124,7 @@ async def test_requests_outside_the_limits_are_refused_and_the_connection_closed
 async def test_a_handler_that_raises_answers_500_without_its_error() -> None:
     async with server() as http:
         assert http.port is not None
-        answers, closed = await exchange(http.port, b"GET /broken HTTP/1.1\r\n\r\n")
+        answers, closed = await exchange(http.port, b"GET /broken HTTP/1.1\r\nHost: t\r\n\r\n")
     assert status(answers[0]) == 500
     assert b"secret detail" not in answers[0]
     assert not closed
@@ -134,7 +134,7 @@ async def test_a_stalled_request_is_dropped_after_the_header_timeout() -> None:
     async with server(header_timeout=0.2) as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"GET /echo HTTP/1.1\r\n")  # never finished
+        writer.write(b"GET /echo HTTP/1.1\r\nHost: t\r\n")  # never finished
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
 
@@ -143,7 +143,7 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() 
     async with server(idle_timeout=0.2) as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"GET /echo HTTP/1.1\r\n\r\n")
+        writer.write(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
         await reader.readuntil(b"GET /echo ")
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
@@ -153,7 +153,7 @@ async def test_expect_100_continue_is_answered_before_the_body() -> None:
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /echo HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
         assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == (
             b"HTTP/1.1 100 Continue\r\n\r\n"
         )
@@ -179,9 +179,9 @@ async def test_stop_closes_open_connections_and_the_port() -> None:
 @pytest.mark.parametrize(
     "request_bytes",
     [
-        b"POST /echo HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na",
-        b"POST /echo HTTP/1.1\r\nContent-Length: \xb2\r\n\r\na",
-        b"POST /echo HTTP/1.1\r\nContent-Length: " + b"9" * 19 + b"\r\n\r\na",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \xb2\r\n\r\na",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: " + b"9" * 19 + b"\r\n\r\na",
     ],
 )
 async def test_a_content_length_that_could_be_read_two_ways_is_refused(
@@ -198,7 +198,7 @@ async def test_an_answer_to_head_has_no_body() -> None:
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"HEAD /echo HTTP/1.1\r\n\r\nGET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
+        writer.write(b"HEAD /echo HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         data = await asyncio.wait_for(reader.read(), 5)
         writer.close()
     first, _, rest = data.partition(b"\r\n\r\n")
@@ -212,9 +212,9 @@ async def test_a_body_that_stalls_on_a_kept_alive_line_is_dropped_after_the_head
     async with server(header_timeout=0.3, idle_timeout=30) as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"GET /echo HTTP/1.1\r\n\r\n")
+        writer.write(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
         await asyncio.wait_for(reader.readuntil(b"GET /echo "), 5)
-        writer.write(b"POST /echo HTTP/1.1\r\nContent-Length: 5\r\n\r\nab")  # 3 bytes never come
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab")  # 3 bytes never come
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
 
@@ -227,19 +227,19 @@ async def test_a_body_that_stalls_on_a_kept_alive_line_is_dropped_after_the_head
     [
         (b"GET /echo HTTP/1.1\r\nHost: a\x00b\r\n\r\n", 400),  # NUL in a value
         (b"GET /echo HTTP/1.1\r\nHost: a\rb\r\n\r\n", 400),  # bare CR in a value
-        (b"GET /echo HTTP/1.1\r\nX: a\x01b\r\n\r\n", 400),  # another control character
-        (b"GET /echo HTTP/1.1\r\nBad Name: a\r\n\r\n", 400),  # space inside a name
-        (b"GET /echo HTTP/1.1\r\nHost : a\r\n\r\n", 400),  # space before the colon
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nX: a\x01b\r\n\r\n", 400),  # another control character
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nBad Name: a\r\n\r\n", 400),  # space inside a name
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nHost : a\r\n\r\n", 400),  # space before the colon
         (b"GET /echo HTTP/1.9\r\nHost: a\r\n\r\n", 505),
         (b"GET /echo HTTP/2.0\r\nHost: a\r\n\r\n", 505),
         (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),  # an HTTP/2 preface
         (b"GET /echo HTTP/1.1\nHost: a\n\n", 400),  # bare LF line ends
         (b"GET /echo HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", 400),  # a bare LF inside a CRLF head
-        (b"GET /echo HTTP/1.1\r\nX: a\r\n b\r\n\r\n", 400),  # obsolete line folding
-        (b"POST /echo HTTP/1.1\r\nContent-Length: \xa05\r\n\r\nhello", 400),  # not HTTP space
-        (b"POST /echo HTTP/1.1\r\nContent-Length: \x0b5\r\n\r\nhello", 400),
-        (b"POST /echo HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", 400),
-        (b"POST /echo HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc", 400),
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n", 400),  # obsolete line folding
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \xa05\r\n\r\nhello", 400),  # not HTTP space
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \x0b5\r\n\r\nhello", 400),
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", 400),
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc", 400),
         (b"POST /echo HTTP/1.1\r\nHost: a\r\n\r\n", 411),  # a POST without a length
     ],
 )
@@ -253,7 +253,7 @@ async def test_hostile_requests_are_answered_at_once_as_go_answers_them(
         assert status(answers[0]) == code, answers[0]
         assert closed
         # The server is still there for the next client.
-        again, _ = await exchange(http.port, b"GET /echo HTTP/1.1\r\n\r\n")
+        again, _ = await exchange(http.port, b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
         assert status(again[0]) == 200
 
 
@@ -268,7 +268,7 @@ async def test_header_values_keep_what_is_not_http_whitespace() -> None:
     await http.start("127.0.0.1", 0)
     try:
         assert http.port is not None
-        await exchange(http.port, b"GET / HTTP/1.1\r\nX: \t\xa0value\x85 \t\r\n\r\n")
+        await exchange(http.port, b"GET / HTTP/1.1\r\nHost: t\r\nX: \t\xa0value\x85 \t\r\n\r\n")
     finally:
         await http.stop()
     assert seen == ["\xa0value\x85"]
@@ -278,7 +278,7 @@ async def test_a_head_sent_a_byte_at_a_time_is_read() -> None:
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        request = b"GET /echo HTTP/1.1\r\nX: " + b"a" * 3000 + b"\r\n\r\n"
+        request = b"GET /echo HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 3000 + b"\r\n\r\n"
         for byte in range(len(request)):
             writer.write(request[byte : byte + 1])
             await writer.drain()
@@ -293,7 +293,7 @@ async def test_a_refused_client_still_sending_its_body_reads_the_answer() -> Non
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /echo HTTP/1.1\r\nContent-Length: 5000000\r\n\r\n" + b"x" * 512 * 1024)
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000000\r\n\r\n" + b"x" * 512 * 1024)
         data = await asyncio.wait_for(reader.read(), 5)  # up to the server's EOF, no reset
         assert data.startswith(b"HTTP/1.1 413 ")
         assert data.endswith(b"request body too large\n")
@@ -316,7 +316,7 @@ async def test_pipelined_requests_from_a_client_that_does_not_read_do_not_grow_t
         assert transport is not None
         # The kernel's share of the answers small too, so the test needs few requests.
         transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        request = b"GET /echo HTTP/1.1\r\n\r\n"
+        request = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n"
 
         async def flood() -> None:
             with contextlib.suppress(OSError):
@@ -364,7 +364,7 @@ async def test_a_handler_past_its_deadline_answers_503_and_the_connection_goes_o
     try:
         assert http.port is not None
         answers, closed = await exchange(
-            http.port, b"GET /slow HTTP/1.1\r\n\r\nGET /echo HTTP/1.1\r\n\r\n", answers=2
+            http.port, b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n", answers=2
         )
     finally:
         await http.stop()
@@ -378,7 +378,7 @@ async def test_a_handler_cancelled_from_inside_does_not_wedge_the_connection() -
     try:
         assert http.port is not None
         answers, closed = await exchange(
-            http.port, b"GET /c HTTP/1.1\r\n\r\nGET /echo HTTP/1.1\r\n\r\n", answers=2
+            http.port, b"GET /c HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n", answers=2
         )
     finally:
         await http.stop()
@@ -404,7 +404,7 @@ async def test_a_client_that_leaves_mid_request_cancels_its_handler_cleanly() ->
     try:
         assert http.port is not None
         _, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"GET /w HTTP/1.1\r\n\r\n")
+        writer.write(b"GET /w HTTP/1.1\r\nHost: t\r\n\r\n")
         await asyncio.wait_for(started.wait(), 5)
         writer.transport.abort()
         await asyncio.wait_for(cancelled.wait(), 5)
@@ -461,7 +461,7 @@ async def _judge(data: bytes) -> None:
         for answer in received.split(b"HTTP/1.1 ")[1:]:
             assert int(answer[:3]) in {100, 200, 400, 404, 405, 411, 413, 431, 500, 503, 505}
         answers, _ = await exchange(
-            http.port, b"POST /echo HTTP/1.1\r\nContent-Length: 2\r\n\r\nok"
+            http.port, b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok"
         )
         assert answers[0].endswith(b"POST /echo ok")
 
@@ -469,7 +469,7 @@ async def _judge(data: bytes) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=ANY_INPUT)
 @example(data=b"GET /echo HTTP/1.1\nHost: a\n\n")
-@example(data=b"GET /echo HTTP/1.1\r\n\r\n" * 50)
+@example(data=b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n" * 50)
 @example(data=b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a TLS ClientHello
 @example(data=b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 def test_any_input_is_answered_or_closed_in_time_and_the_server_stays_up(data: bytes) -> None:

@@ -102,7 +102,7 @@ async def test_a_tls_client_gets_close_notify_at_once_after_an_answer_that_close
     async with serving(ROUTES, tls=context) as http:
         assert http.port is not None
         answer, outcome, seconds = await asyncio.to_thread(
-            close_exchange, http.port, b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n"
+            close_exchange, http.port, b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
         )
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert b"Connection: close" in answer
@@ -121,7 +121,7 @@ async def test_a_refused_tls_client_still_sending_its_body_reads_the_whole_answe
         answer, outcome, _ = await asyncio.to_thread(
             close_exchange,
             http.port,
-            b"POST /echo HTTP/1.1\r\nContent-Length: 5000000\r\n\r\n",
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000000\r\n\r\n",
             b"x" * 256 * 1024,
         )
     assert answer.startswith(b"HTTP/1.1 413 ")
@@ -137,7 +137,7 @@ async def test_a_tls_client_that_never_sends_close_notify_is_closed_after_the_li
         assert http.port is not None
         tls = await asyncio.to_thread(tls_client, http.port)
         try:
-            tls.sendall(b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
+            tls.sendall(b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             await asyncio.to_thread(read_answer, tls)
             assert await asyncio.to_thread(after_the_answer, tls) == "close_notify"
             began = time.monotonic()
@@ -195,7 +195,7 @@ async def test_a_client_that_resets_after_its_answer_was_written_costs_no_traceb
             assert http.port is not None
             sock = socket.create_connection(("127.0.0.1", http.port), timeout=10)
             holder["client"] = sock
-            sock.sendall(b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
+            sock.sendall(b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             await eventually(
                 lambda: "returned" in outcomes or any("raised" in o for o in outcomes),
                 '"returned" in outcomes or any("raised" in o for o in outcomes)',
@@ -207,7 +207,7 @@ async def test_a_client_that_resets_after_its_answer_was_written_costs_no_traceb
             )
             # The server goes on serving.
             reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-            writer.write(b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n")
+            writer.write(b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.1 200 ")
             writer.close()
     finally:
@@ -259,22 +259,22 @@ async def exchange(
         writer.close()
 
 
-GOOD = b"GET /echo HTTP/1.1\r\n\r\n"
-POST = b"POST /echo HTTP/1.1\r\nContent-Length: 12\r\n\r\nGET  / \r\n\r\n\n"  # a body like a head
+GOOD = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n"
+POST = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nGET  / \r\n\r\n\n"  # a body like a head
 
 
 @pytest.mark.parametrize(
     ("data", "statuses", "closed"),
     [
-        (b"GET  /echo HTTP/1.1\r\n\r\n", [400], True),  # two spaces after the method
-        (b"GET /echo  HTTP/1.1\r\n\r\n", [400], True),  # two before the version
+        (b"GET  /echo HTTP/1.1\r\nHost: t\r\n\r\n", [400], True),  # two spaces after the method
+        (b"GET /echo  HTTP/1.1\r\nHost: t\r\n\r\n", [400], True),  # two before the version
         (b"GET   /echo   HTTP/1.1\r\nHost: a\r\n\r\n", [400], True),
-        (GOOD + b"GET  /echo HTTP/1.1\r\n\r\n" + GOOD, [200, 400], True),  # one read, pipelined
-        (POST + POST + b"GET /echo  HTTP/1.1\r\n\r\n", [200, 200, 400], True),
+        (GOOD + b"GET  /echo HTTP/1.1\r\nHost: t\r\n\r\n" + GOOD, [200, 400], True),  # one read, pipelined
+        (POST + POST + b"GET /echo  HTTP/1.1\r\nHost: t\r\n\r\n", [200, 200, 400], True),
         (POST + GOOD + GOOD, [200, 200, 200], False),  # a body that looks like a head is a body
         (b"\r\n" + GOOD, [200], False),  # an empty line before a request line is skipped
         (GOOD + b"\r\n\r\n" + GOOD, [200, 200], False),
-        (b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\nGET  / x\r\n\r\n", [200], True),
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET  / x\r\n\r\n", [200], True),
     ],
 )
 async def test_a_request_line_is_method_space_target_space_version_as_go_reads_it(
@@ -292,7 +292,7 @@ async def test_a_request_line_is_method_space_target_space_version_as_go_reads_i
 async def test_a_refused_line_among_pipelined_requests_frees_their_bodies_budget() -> None:
     async with serving(ROUTES, header_timeout=60) as http:
         assert http.port is not None
-        data = POST * 3 + b"GET  /echo HTTP/1.1\r\n\r\n"
+        data = POST * 3 + b"GET  /echo HTTP/1.1\r\nHost: t\r\n\r\n"
         assert await exchange(http.port, data, 4) == ([200, 200, 200, 400], True)
         await eventually(
             lambda: not http._connections, "not http._connections", 10.0, interval=0.005
