@@ -59,6 +59,10 @@ class Record:
     jobs: dict[str, JobSeen] = field(default_factory=dict)
     pods: dict[str, str] = field(default_factory=dict)  # uid -> phase
     injected: set[int] = field(default_factory=set)
+    # pod uid -> attempt of each pod the observer failed; an attempt moves to `failed_by_us` once
+    # that pod ended Failed (on a loaded machine the pod may succeed before the patch lands).
+    injected_pods: dict[str, int] = field(default_factory=dict)
+    failed_by_us: set[int] = field(default_factory=set)
     events: set[str] = field(default_factory=set)
 
 
@@ -203,9 +207,12 @@ class Observer:
             else:
                 record.pods[uid] = phase
         attempt = int(labels.get(RESTARTS_KEY) or 0)
+        if phase == "Failed" and uid in record.injected_pods:
+            record.failed_by_us.add(record.injected_pods[uid])
         due = attempt in record.workload.inject and attempt not in record.injected
         if phase == "Running" and due:
             record.injected.add(attempt)
+            record.injected_pods[uid] = attempt
             self._spawn(self._fail_pod(meta["name"]))
 
     def _event(self, kind: str, obj: dict[str, Any]) -> None:

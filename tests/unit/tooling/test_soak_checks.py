@@ -31,8 +31,16 @@ def test_a_jobset_without_a_terminal_condition_is_not_finished() -> None:
 
 
 def test_the_wrong_terminal_condition_or_restart_count_is_a_violation() -> None:
-    failed = record("restart-once", terminal="Failed", restarts_at_terminal=3)
+    failed = record("restart-once", terminal="Failed", restarts_at_terminal=3, failed_by_us={0})
     assert kinds(checks.outcome(failed)) == ["wrong-terminal", "wrong-restarts"]
+
+
+def test_an_injected_failure_whose_pod_succeeded_first_promises_no_restart() -> None:
+    # On a loaded machine the pod can end Succeeded before the soak's patch lands.
+    missed = record("restart-once", terminal="Completed", restarts_at_terminal=0)
+    assert checks.outcome(missed) == []
+    landed = record("restart-once", terminal="Completed", restarts_at_terminal=0, failed_by_us={0})
+    assert kinds(checks.outcome(landed)) == ["wrong-restarts"]
 
 
 def test_jobs_of_an_attempt_beyond_the_restart_count_are_a_violation() -> None:
