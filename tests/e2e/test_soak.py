@@ -3,7 +3,7 @@
 Why in the suite: the soak runs for an hour and is run by hand; a change to the controller, to
 envtest or to the soak's own pieces could break it unnoticed until the next long run. Here the
 same `run()` drives our controller (two leader-elected replicas under the shipped roles) on the
-full local cluster with Kueue, at one JobSet a second over 32 kwok nodes, with one fault of each
+full local cluster with Kueue, at one JobSet every 2 s over 32 kwok nodes, with one fault of each
 kind (leader SIGKILL and SIGTERM, an API server restart, a watch expiry after an etcd compaction,
 a node NotReady for a while, a burst of creates, slow clients on the metrics and webhook ports),
 and every invariant of soak/checks.py must hold: each JobSet ends as its policies say, with the
@@ -31,22 +31,23 @@ def test_three_minutes_of_churn_with_every_fault_break_no_invariant(tmp_path: Pa
         minutes=3,
         seed=20261128,
         workdir=tmp_path / "soak",
-        rate=1.0,
+        rate=0.5,
         fault_every=20,
         first_fault=15,
         nodes=32,
-        burst=50,
-        stuck_after=scaled(120),
-        drain_limit=scaled(240),
+        burst=25,
+        # Bounds twice the long run's: the suite runs this beside every other tier on 2 cores.
+        stuck_after=scaled(240),
+        drain_limit=scaled(300),
         node_down=30,
         slow_seconds=15,
-        settle_bound=scaled(120),
-        queue_never_empty=scaled(120),
+        settle_bound=scaled(240),
+        queue_never_empty=scaled(240),
     )
     result = run(options)
     report = table([result.figures()])
     assert result.violations == [], report
-    assert result.created > 150, report
+    assert result.created > 100, report
     assert result.finished == result.created, report
     assert {line.split()[1].rstrip(":") for line in result.faults} >= set(faults.KINDS), report
     assert result.injections > 0, report
