@@ -142,7 +142,9 @@ async def test_100_continue_waits_for_the_budget() -> None:
         _, first_writer = await send(http.port, 1000)
         await eventually(lambda: len(gate.seen) == 1, "len(gate.seen) == 1", 10.0, interval=0.005)
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+        writer.write(
+            b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n"
+        )
         await eventually(lambda: budget.waiting == 1, "budget.waiting == 1", 10.0, interval=0.005)
         gate.open.set()  # the first is answered, its budget freed: now the client may send
         assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10) == (

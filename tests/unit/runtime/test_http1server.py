@@ -68,7 +68,7 @@ def status(answer: bytes) -> int:
 async def test_requests_on_one_connection_are_answered_in_order_and_it_stays_open() -> None:
     async with server() as http:
         assert http.port is not None
-        requests = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\nPOST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"
+        requests = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\nPOST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"  # noqa: E501
         answers, closed = await exchange(http.port, requests, answers=2)
     assert [a.rpartition(b"\r\n\r\n")[2] for a in answers] == [b"GET /echo ", b"POST /echo abc"]
     assert not closed
@@ -105,7 +105,10 @@ async def test_unknown_paths_and_methods_are_refused(request_bytes: bytes, code:
     ("request_bytes", "code"),
     [
         (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1001\r\n\r\n", 413),
-        (b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 411),
+        (
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",  # noqa: E501
+            411,
+        ),
         (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n", 400),
         (b"GET /echo HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431),
         (b"NONSENSE\r\n\r\n", 400),
@@ -153,7 +156,9 @@ async def test_expect_100_continue_is_answered_before_the_body() -> None:
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        writer.write(
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n"
+        )
         assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == (
             b"HTTP/1.1 100 Continue\r\n\r\n"
         )
@@ -198,7 +203,9 @@ async def test_an_answer_to_head_has_no_body() -> None:
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"HEAD /echo HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        writer.write(
+            b"HEAD /echo HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"  # noqa: E501
+        )
         data = await asyncio.wait_for(reader.read(), 5)
         writer.close()
     first, _, rest = data.partition(b"\r\n\r\n")
@@ -214,7 +221,9 @@ async def test_a_body_that_stalls_on_a_kept_alive_line_is_dropped_after_the_head
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
         writer.write(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
         await asyncio.wait_for(reader.readuntil(b"GET /echo "), 5)
-        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab")  # 3 bytes never come
+        writer.write(
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab"
+        )  # 3 bytes never come
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
 
@@ -236,10 +245,19 @@ async def test_a_body_that_stalls_on_a_kept_alive_line_is_dropped_after_the_head
         (b"GET /echo HTTP/1.1\nHost: a\n\n", 400),  # bare LF line ends
         (b"GET /echo HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", 400),  # a bare LF inside a CRLF head
         (b"GET /echo HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n", 400),  # obsolete line folding
-        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \xa05\r\n\r\nhello", 400),  # not HTTP space
+        (
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \xa05\r\n\r\nhello",
+            400,
+        ),  # not HTTP space
         (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \x0b5\r\n\r\nhello", 400),
-        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", 400),
-        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc", 400),
+        (
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",  # noqa: E501
+            400,
+        ),
+        (
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc",  # noqa: E501
+            400,
+        ),
         (b"POST /echo HTTP/1.1\r\nHost: a\r\n\r\n", 411),  # a POST without a length
     ],
 )
@@ -293,7 +311,9 @@ async def test_a_refused_client_still_sending_its_body_reads_the_answer() -> Non
     async with server() as http:
         assert http.port is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", http.port)
-        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000000\r\n\r\n" + b"x" * 512 * 1024)
+        writer.write(
+            b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000000\r\n\r\n" + b"x" * 512 * 1024
+        )
         data = await asyncio.wait_for(reader.read(), 5)  # up to the server's EOF, no reset
         assert data.startswith(b"HTTP/1.1 413 ")
         assert data.endswith(b"request body too large\n")
@@ -364,7 +384,9 @@ async def test_a_handler_past_its_deadline_answers_503_and_the_connection_goes_o
     try:
         assert http.port is not None
         answers, closed = await exchange(
-            http.port, b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n", answers=2
+            http.port,
+            b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n",
+            answers=2,
         )
     finally:
         await http.stop()
@@ -378,7 +400,9 @@ async def test_a_handler_cancelled_from_inside_does_not_wedge_the_connection() -
     try:
         assert http.port is not None
         answers, closed = await exchange(
-            http.port, b"GET /c HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n", answers=2
+            http.port,
+            b"GET /c HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n",
+            answers=2,
         )
     finally:
         await http.stop()

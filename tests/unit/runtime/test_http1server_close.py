@@ -260,7 +260,7 @@ async def exchange(
 
 
 GOOD = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n"
-POST = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nGET  / \r\n\r\n\n"  # a body like a head
+POST = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nGET  / \r\n\r\n\n"  # a body like a head  # noqa: E501
 
 
 @pytest.mark.parametrize(
@@ -269,12 +269,20 @@ POST = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nGET  / \r\n
         (b"GET  /echo HTTP/1.1\r\nHost: t\r\n\r\n", [400], True),  # two spaces after the method
         (b"GET /echo  HTTP/1.1\r\nHost: t\r\n\r\n", [400], True),  # two before the version
         (b"GET   /echo   HTTP/1.1\r\nHost: a\r\n\r\n", [400], True),
-        (GOOD + b"GET  /echo HTTP/1.1\r\nHost: t\r\n\r\n" + GOOD, [200, 400], True),  # one read, pipelined
+        (
+            GOOD + b"GET  /echo HTTP/1.1\r\nHost: t\r\n\r\n" + GOOD,
+            [200, 400],
+            True,
+        ),  # one read, pipelined
         (POST + POST + b"GET /echo  HTTP/1.1\r\nHost: t\r\n\r\n", [200, 200, 400], True),
         (POST + GOOD + GOOD, [200, 200, 200], False),  # a body that looks like a head is a body
         (b"\r\n" + GOOD, [200], False),  # an empty line before a request line is skipped
         (GOOD + b"\r\n\r\n" + GOOD, [200, 200], False),
-        (b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET  / x\r\n\r\n", [200], True),
+        (
+            b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET  / x\r\n\r\n",
+            [200],
+            True,
+        ),
     ],
 )
 async def test_a_request_line_is_method_space_target_space_version_as_go_reads_it(

@@ -106,7 +106,9 @@ def test_a_shared_read_buffer_smaller_than_a_record_is_refused(context: ssl.SSLC
 
 async def post(port: int, body: bytes) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_context())
-    writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    writer.write(
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     head = await reader.readuntil(b"\r\n\r\n")
     length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
     answer = await reader.readexactly(length)
