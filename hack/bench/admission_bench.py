@@ -59,7 +59,7 @@ from typing import Any
 import aiohttp
 import orjson
 import yaml
-from benchlib import Controller, RawClient, count, process_cpu
+from benchlib import Controller, RawClient, count
 from cpu_bench import JOBS, JOBSETS, jobset
 from runtime_venv import CACHE, ROOT, runtime_python
 from upstreamlib import UpstreamController, scraper_token
@@ -73,6 +73,7 @@ from jobset_controller.reconcile.desired_jobs import construct_job
 from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
+from jobset_controller_dev.envtest.processes import process_cpu
 from jobset_controller_dev.envtest.upstream import ensure_upstream
 
 HERE = Path(__file__).resolve().parent

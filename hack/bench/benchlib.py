@@ -34,19 +34,17 @@ from jobset_controller_dev.envtest import ControlPlane
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import NODE_LEASE_SECONDS
 from jobset_controller_dev.envtest.nodes import NodeSpec, rack_topology
-from jobset_controller_dev.envtest.processes import free_port, parent_death_signal
+from jobset_controller_dev.envtest.processes import (
+    free_port,
+    parent_death_signal,
+    process_cpu,
+    process_rss,
+)
 
 TICK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 # ----------------------------------------------------------------------------- raw client
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 def control_plane_cpu(plane: ControlPlane) -> float:
     """CPU seconds of the control plane's kube-apiserver and etcd so far: what a window of
     creates cost the API server, whoever sent them."""
@@ -415,7 +413,7 @@ class Controller:
         return process_cpu(self.pid)
 
     def rss(self) -> int:
-        return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * PAGE
+        return process_rss(self.pid)
 
     async def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         assert self._http is not None

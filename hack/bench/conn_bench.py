@@ -55,13 +55,13 @@ from pathlib import Path
 
 import orjson
 import yaml
-from benchlib import PAGE, Controller, parse_src, process_cpu
+from benchlib import Controller, parse_src
 from runtime_venv import CACHE, ROOT, runtime_python
 
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.servingtls import self_signed_pem
 from jobset_controller_dev.envtest import ControlPlane
-from jobset_controller_dev.envtest.processes import parent_death_signal
+from jobset_controller_dev.envtest.processes import parent_death_signal, process_cpu, process_rss
 
 HERE = Path(__file__).resolve().parent
 MIB = 1024 * 1024
@@ -212,7 +212,7 @@ class Measured:
         raise NotImplementedError
 
     def rss(self) -> int:
-        return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * PAGE
+        return process_rss(self.pid)
 
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))

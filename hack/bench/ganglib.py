@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any
 
-from benchlib import RawClient, control_plane_cpu, parse_metrics, process_cpu, schedule_attempts
+from benchlib import RawClient, control_plane_cpu, parse_metrics, schedule_attempts
 
 from jobset_controller.api.constants import JOBSET_NAME_KEY
 from jobset_controller.api.features import gate_name
@@ -22,6 +22,7 @@ from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.kwok_stages import RUN_FOREVER_ANNOTATION
 from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import GPU_RESOURCE
+from jobset_controller_dev.envtest.processes import process_cpu
 
 NAMESPACE = "gang-bench"
 JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"

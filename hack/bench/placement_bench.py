@@ -61,7 +61,6 @@ from benchlib import (
     Samples,
     add_cluster_arguments,
     parse_metrics,
-    process_cpu,
     schedule_attempts,
     start_rack_cluster,
 )
@@ -85,7 +84,7 @@ from jobset_controller_dev.envtest.placement import (
     VALIDATING_NAME,
     PlacementController,
 )
-from jobset_controller_dev.envtest.processes import free_port
+from jobset_controller_dev.envtest.processes import free_port, process_cpu, process_rss
 from jobset_controller_dev.envtest.upstream import UpstreamController, ensure_upstream
 from jobset_controller_dev.envtest.webhooks import MUTATING, VALIDATING, pod_webhook_configuration
 
@@ -97,7 +96,6 @@ OURS, UPSTREAM = "ours", "upstream"
 STRATEGIES = ("none", "affinity", "reject", "gate", "node-selector")
 UPSTREAM_STRATEGIES = ("none", "reject", "node-selector")
 WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
@@ -126,9 +124,8 @@ def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
         yield name, dict(labels), value
 
 
-def process_rss(pid: int) -> float:
-    """MiB."""
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+def resident_mib(pid: int) -> float:
+    return process_rss(pid) / 2**20
 
 
 class Scraper:
@@ -479,7 +476,7 @@ def run_strategy(
         row.requests = after["total"] - before["total"] - own
         row.rejected_creates = after["rejected"] - before["rejected"]
         row.cpu_s = after["cpu"] - before["cpu"]
-        row.rss_mib = process_rss(subject.pid)
+        row.rss_mib = resident_mib(subject.pid)
         for client, value in after["clients"].items():
             row.by_client[client] = value - before["clients"][client]
         for component, value in after["components"].items():
@@ -537,7 +534,7 @@ def idle_cost(cluster: FullCluster, seconds: float) -> list[tuple[str, float, fl
     cpu0 = {pid: process_cpu(pid) for _, pid in procs}
     time.sleep(seconds)
     return [
-        (name, process_rss(pid), (process_cpu(pid) - cpu0[pid]) / seconds) for name, pid in procs
+        (name, resident_mib(pid), (process_cpu(pid) - cpu0[pid]) / seconds) for name, pid in procs
     ]
 
 

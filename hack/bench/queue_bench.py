@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchlib import Controller, RawClient, count, process_cpu, wait_count
+from benchlib import Controller, RawClient, count, wait_count
 from cpu_bench import JOBS, JOBSETS
 from upstreamlib import UpstreamController
 
@@ -59,6 +59,7 @@ from jobset_controller.api.defaults import default_jobset
 from jobset_controller.api.types import JobSet
 from jobset_controller_dev.envtest.fullcluster import FullCluster
 from jobset_controller_dev.envtest.manifests import jobset_manifest, replicated_job
+from jobset_controller_dev.envtest.processes import process_cpu
 from jobset_controller_dev.envtest.upstream import ensure_upstream
 
 KWOK_RUN_FOREVER = "kwok.jobset.test/run-forever"

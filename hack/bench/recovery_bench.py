@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from benchlib import RawClient, Watcher, add_cluster_arguments, process_cpu, start_rack_cluster
+from benchlib import RawClient, Watcher, add_cluster_arguments, start_rack_cluster
 from placement_bench import (
     ATTEMPT,
     EXCLUSIVE,
@@ -95,7 +95,7 @@ from placement_bench import (
     jobset,
     ours,
     print_profiles,
-    process_rss,
+    resident_mib,
     upstream,
     wait_no_jobset_pods,
 )
@@ -111,6 +111,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_FOREVER_ANNOTATION,
 )
 from jobset_controller_dev.envtest.nodes import RACK_LABEL, NodeSpec
+from jobset_controller_dev.envtest.processes import process_cpu
 from jobset_controller_dev.envtest.upstream import ensure_upstream
 
 PATHS = ("recreate", "recreate-grace", "fast", "dead-node", "in-place")
@@ -501,7 +502,7 @@ class Bench:
             elif variant.stuck:
                 run.notes.append("not stuck")
             run.cpu_s = process_cpu(subject.pid) - cpu
-            run.rss_mib = process_rss(subject.pid)
+            run.rss_mib = resident_mib(subject.pid)
             run.load = os.getloadavg()[0]
             for thread in profiling:
                 thread.join()

@@ -65,7 +65,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from benchlib import process_cpu
 
 from jobset_controller.api.constants import RESTARTS_KEY
 from jobset_controller.runtime.client import KubeClient
@@ -86,6 +85,7 @@ from jobset_controller_dev.envtest.kwok_stages import (
     RUN_FOREVER_ANNOTATION,
     START_AFTER_ANNOTATION,
 )
+from jobset_controller_dev.envtest.processes import process_cpu
 from jobset_controller_dev.envtest.realnode import RealNode, real_node, unavailable
 from jobset_controller_dev.image.release import release_files
 

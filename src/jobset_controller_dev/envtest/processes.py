@@ -29,6 +29,20 @@ from pathlib import Path
 from jobset_controller_dev.envtest.polling import scaled
 
 _PR_SET_PDEATHSIG = 1
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat; OSError once it
+    is gone)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def process_rss(pid: int) -> int:
+    """Resident bytes of process `pid` now (/proc/<pid>/statm; OSError once it is gone)."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
 
 
 def parent_death_signal() -> Callable[[], None] | None:

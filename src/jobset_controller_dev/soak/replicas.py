@@ -11,6 +11,7 @@ differ.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,7 +23,13 @@ from typing import Final
 
 import yaml
 
-from jobset_controller_dev.envtest.processes import free_port, parent_death_signal, wait_healthy
+from jobset_controller_dev.envtest.processes import (
+    free_port,
+    parent_death_signal,
+    process_cpu,
+    process_rss,
+    wait_healthy,
+)
 from jobset_controller_dev.envtest.upstream import upstream_manager
 
 LEASE_NAMESPACE: Final = "jobset-system"
@@ -31,23 +38,6 @@ UPSTREAM: Final = "upstream"
 # What each controller logs once it holds the Lease (ours: runtime/leaderelection.py; upstream:
 # client-go's leaderelection package).
 LEADER_MARKS: Final = {OURS: '"became leader"', UPSTREAM: "Successfully acquired lease"}
-_PAGE = 4096
-
-
-def _proc_cpu(pid: int) -> float:
-    """User + system seconds of a live process (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / 100.0
-
-
-def _proc_rss(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
-    except OSError:
-        return 0
 
 
 @dataclass
@@ -169,8 +159,9 @@ class Replica:
     def sample(self) -> tuple[float, int]:
         """(CPU seconds over every life so far, RSS bytes of this life now)."""
         if self.alive and self.proc is not None:
-            self._last_cpu = _proc_cpu(self.proc.pid) or self._last_cpu
-            return self.cpu_of_ended_lives + self._last_cpu, _proc_rss(self.proc.pid)
+            with contextlib.suppress(OSError):  # it ended between the check and the read
+                self._last_cpu = process_cpu(self.proc.pid)
+                return self.cpu_of_ended_lives + self._last_cpu, process_rss(self.proc.pid)
         return self.cpu_of_ended_lives + self._last_cpu, 0
 
     def record_exit(self) -> None:
