@@ -395,19 +395,10 @@ class FullCluster(ControlPlane):
                 names.append(f"{meta['namespace']}/{meta['name']}")
             elif status != 404:
                 raise ControlPlaneError(f"freezing pod {meta['name']} failed ({status}): {body}")
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        unknown = {
-            "type": "Ready",
-            "status": "Unknown",
-            "reason": "NodeStatusUnknown",
-            "message": "Kubelet stopped posting node status.",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
         status, body = self.request(
             "PATCH",
             f"/api/v1/nodes/{name}/status",
-            {"status": {"conditions": [unknown]}},
+            ready_unknown_patch(),
             "application/strategic-merge-patch+json",
         )
         if status != 200:
@@ -521,6 +512,21 @@ class FullCluster(ControlPlane):
             f"--- {p.name} ({'running' if p.running() else 'stopped'}):\n{p.log_tail(lines)}"
             for p in self.component_processes()
         )
+
+
+def ready_unknown_patch() -> dict[str, Any]:
+    """The strategic-merge patch of a Node's status that the node lifecycle controller writes
+    once the kubelet's Lease has expired: Ready Unknown, from now."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    unknown = {
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    return {"status": {"conditions": [unknown]}}
 
 
 def condition_true(obj: Mapping[str, Any], kind: str) -> bool:

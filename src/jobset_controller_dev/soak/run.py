@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from jobset_controller.runtime.client import ApiError, KubeClient, NotFound
-from jobset_controller_dev.envtest.fullcluster import DEFAULT_CONTROLLERS, FullCluster
+from jobset_controller_dev.envtest.fullcluster import (
+    DEFAULT_CONTROLLERS,
+    FullCluster,
+    ready_unknown_patch,
+)
 from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
 from jobset_controller_dev.envtest.kueue import Kueue
 from jobset_controller_dev.envtest.kwok_stages import FROZEN_ANNOTATION
@@ -385,19 +389,10 @@ class Soak:
             if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
         await self._patch_all(live, frozen)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        unknown = {
-            "type": "Ready",
-            "status": "Unknown",
-            "reason": "NodeStatusUnknown",
-            "message": "Kubelet stopped posting node status.",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
         await self.kube.request(
             "PATCH",
             f"/api/v1/nodes/{node}/status",
-            body={"status": {"conditions": [unknown]}},
+            body=ready_unknown_patch(),
             content_type="application/strategic-merge-patch+json",
         )
         return live
