@@ -40,14 +40,16 @@ def replicated_job(
     annotations: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     pod_spec: Mapping[str, Any] | None = None,
+    job_spec: Mapping[str, Any] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """One replicated Job.
 
     ``pods`` sets both parallelism and completions. ``annotations``/``labels`` go on the pod
     template's metadata. ``containers`` defaults to one ``main`` busybox container (with
-    ``volume_mounts`` if given). ``pod_spec`` adds pod spec fields; ``fields`` add fields to the
-    replicated Job itself (e.g. ``dependsOn``).
+    ``volume_mounts`` if given). ``pod_spec`` adds pod spec fields, ``job_spec`` Job spec fields
+    (e.g. ``completionMode``); ``fields`` add fields to the replicated Job itself (e.g.
+    ``dependsOn``).
     """
     if pods is not None:
         parallelism = parallelism if parallelism is not None else pods
@@ -75,6 +77,7 @@ def replicated_job(
         job["completions"] = completions
     if backoff_limit is not None:
         job["backoffLimit"] = backoff_limit
+    job.update(job_spec or {})
     job["template"] = template
     body: dict[str, Any] = {"name": name}
     if replicas is not None:

@@ -31,18 +31,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from jobset_controller.api.constants import EXCLUSIVE_KEY
+from jobset_controller_dev.envtest.kueue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from jobset_controller_dev.envtest.kwok_stages import (
     FAIL_EXIT_CODE_ANNOTATION,
     RUN_DURATION_ANNOTATION,
 )
+from jobset_controller_dev.envtest.manifests import container, jobset_manifest, replicated_job
 from jobset_controller_dev.envtest.nodes import RACK_LABEL
 
-API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
 POOL_LABEL: Final = "soak.jobset.test/pool"
 GENERAL_POOL: Final = "general"
 EXCLUSIVE_POOL: Final = "exclusive"
-QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 SHAPE_LABEL: Final = "soak.jobset.test/shape"
 LOW_QUEUE: Final = "soak-low"
 HIGH_QUEUE: Final = "soak-high"
@@ -94,52 +93,36 @@ class Workload:
     inject: frozenset[int] = frozenset()
 
 
-def _pod_template(
-    *, run: str, fails: bool = False, cpu: str = "10m", pool: str = GENERAL_POOL
+def _rjob(
+    name: str,
+    *,
+    replicas: int = 1,
+    pods: int = 1,
+    run: str,
+    fails: bool = False,
+    cpu: str = "10m",
+    pool: str = GENERAL_POOL,
 ) -> dict[str, Any]:
+    """Indexed, backoffLimit 0; pods that run `run` (a Go duration) on `pool`'s nodes and then
+    succeed, or fail (`fails`)."""
     annotations = {RUN_DURATION_ANNOTATION: run}
     if fails:
         annotations[FAIL_EXIT_CODE_ANNOTATION] = "1"
-    return {
-        "metadata": {"annotations": annotations},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "nodeSelector": {POOL_LABEL: pool},
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/soak:1",
-                    "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
-                }
-            ],
-        },
-    }
-
-
-def _rjob(name: str, *, replicas: int = 1, pods: int = 1, **template: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "spec": {
-                "parallelism": pods,
-                "completions": pods,
-                "completionMode": "Indexed",
-                "backoffLimit": 0,
-                "template": _pod_template(**template),
-            }
-        },
-    }
+    resources = {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}
+    return replicated_job(
+        name,
+        replicas,
+        pods=pods,
+        backoff_limit=0,
+        annotations=annotations,
+        containers=[container(image="registry.example/soak:1", resources=resources)],
+        pod_spec={"terminationGracePeriodSeconds": 1, "nodeSelector": {POOL_LABEL: pool}},
+        job_spec={"completionMode": "Indexed"},
+    )
 
 
 def _jobset(name: str, shape: str, rjobs: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "JobSet",
-        "metadata": {"name": name, "labels": {SHAPE_LABEL: shape}},
-        "spec": {"replicatedJobs": rjobs, **spec},
-    }
+    return jobset_manifest(name, replicated_jobs=rjobs, labels={SHAPE_LABEL: shape}, **spec)
 
 
 def build(name: str, shape: str, rng: random.Random) -> Workload:
@@ -209,8 +192,8 @@ def build(name: str, shape: str, rng: random.Random) -> Workload:
         manifest = _jobset(name, shape, rjobs)
         manifest["metadata"]["labels"].update(
             {
-                QUEUE_LABEL: HIGH_QUEUE if high else LOW_QUEUE,
-                PRIORITY_LABEL: HIGH_PRIORITY if high else LOW_PRIORITY,
+                QUEUE_NAME_LABEL: HIGH_QUEUE if high else LOW_QUEUE,
+                PRIORITY_CLASS_LABEL: HIGH_PRIORITY if high else LOW_PRIORITY,
             }
         )
         return Workload(name, shape, manifest, Expectation(COMPLETED, queued=True))

@@ -10,6 +10,7 @@ from jobset_controller.api import FeatureGates
 from jobset_controller.api.defaults import default_jobset
 from jobset_controller.api.types import JobSet
 from jobset_controller.api.validation import validate_create
+from jobset_controller_dev.envtest.kueue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from jobset_controller_dev.soak import mix
 
 
@@ -45,6 +46,6 @@ def test_shapes_that_restart_have_a_failure_injected_in_attempt_zero() -> None:
 def test_queued_shapes_name_a_queue_and_a_priority() -> None:
     workload = mix.build("x", "queued-high", random.Random(0))
     labels = workload.manifest["metadata"]["labels"]
-    assert labels[mix.QUEUE_LABEL] == mix.HIGH_QUEUE
-    assert labels[mix.PRIORITY_LABEL] == mix.HIGH_PRIORITY
+    assert labels[QUEUE_NAME_LABEL] == mix.HIGH_QUEUE
+    assert labels[PRIORITY_CLASS_LABEL] == mix.HIGH_PRIORITY
     assert workload.expect.queued
