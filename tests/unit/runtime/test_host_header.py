@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -34,8 +34,7 @@ Port = tuple[int, ssl.SSLContext | None]
 
 
 @asynccontextmanager
-async def health_port(_: Path) -> AsyncIterator[Port]:
-    server = HealthServer("127.0.0.1:0")
+async def plain_port(server: HealthServer | MetricsServer) -> AsyncIterator[Port]:
     await server.start()
     try:
         assert server.port is not None
@@ -44,15 +43,12 @@ async def health_port(_: Path) -> AsyncIterator[Port]:
         await server.stop()
 
 
-@asynccontextmanager
-async def metrics_port(_: Path) -> AsyncIterator[Port]:
-    server = MetricsServer(CollectorRegistry(), "127.0.0.1:0")
-    await server.start()
-    try:
-        assert server.port is not None
-        yield server.port, None
-    finally:
-        await server.stop()
+def health_port(_: Path) -> AbstractAsyncContextManager[Port]:
+    return plain_port(HealthServer("127.0.0.1:0"))
+
+
+def metrics_port(_: Path) -> AbstractAsyncContextManager[Port]:
+    return plain_port(MetricsServer(CollectorRegistry(), "127.0.0.1:0"))
 
 
 @asynccontextmanager
