@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import json
 import os
 import random
 import signal
@@ -633,33 +632,21 @@ def _rss_figures(samples: list[tuple[float, int]], duration: float, result: Resu
 def _audit(cluster: FullCluster, result: Result) -> None:
     """Requests the controller made (by audit ID) and Job creates answered AlreadyExists
     outside `FAULT_WINDOW` after a fault."""
-    user = service_account_user(LEASE_NAMESPACE, ACCOUNT)
     ids: set[str] = set()
-    for path in cluster.audit_files():
-        _audit_file(path, user, ids, result)
+    for event in cluster.iter_audit_events(service_account_user(LEASE_NAMESPACE, ACCOUNT)):
+        ids.add(event["auditID"])
+        ref = event.get("objectRef") or {}
+        code = (event.get("responseStatus") or {}).get("code")
+        if event.get("verb") == "create" and ref.get("resource") == "jobs" and code == 409:
+            if event.get("stage") != "ResponseComplete":
+                continue
+            result.already_exists += 1
+            at = _wall(event.get("requestReceivedTimestamp", ""))
+            if not any(0 <= at - t <= FAULT_WINDOW for t in result.fault_walls):
+                result.violations.append(
+                    Violation("already-exists", ref.get("name", "?"), "Job create answered 409")
+                )
     result.requests = len(ids)
-
-
-def _audit_file(path: Path, user: str, ids: set[str], result: Result) -> None:
-    with path.open() as lines:
-        for line in lines:
-            if user not in line:
-                continue
-            event = json.loads(line)
-            if event.get("user", {}).get("username") != user:
-                continue
-            ids.add(event["auditID"])
-            ref = event.get("objectRef") or {}
-            code = (event.get("responseStatus") or {}).get("code")
-            if event.get("verb") == "create" and ref.get("resource") == "jobs" and code == 409:
-                if event.get("stage") != "ResponseComplete":
-                    continue
-                result.already_exists += 1
-                at = _wall(event.get("requestReceivedTimestamp", ""))
-                if not any(0 <= at - t <= FAULT_WINDOW for t in result.fault_walls):
-                    result.violations.append(
-                        Violation("already-exists", ref.get("name", "?"), "Job create answered 409")
-                    )
 
 
 def _wall(stamp: str) -> float:
