@@ -33,35 +33,16 @@ import yaml
 from benchlib import Controller, parse_metrics
 
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.identities import metrics_scraper_token
 from jobset_controller_dev.envtest.upstream import upstream_manager
 
 SCRAPER_NAMESPACE = "bench-scraper"
-SCRAPER = "scraper"
 
 
 def scraper_token(plane: ControlPlane, workdir: Path) -> str:
     """A token of a ServiceAccount bound to cluster-admin: what upstream's /metrics filter
-    accepts (TokenReview, then a SubjectAccessReview for GET /metrics)."""
-    kubeconfig = plane.service_account_kubeconfig(
-        SCRAPER_NAMESPACE, SCRAPER, workdir / "scraper.kubeconfig"
-    )
-    plane.request(
-        "POST",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "metadata": {"name": "bench-scraper"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": SCRAPER, "namespace": SCRAPER_NAMESPACE}
-            ],
-        },
-    )
-    config = yaml.safe_load(kubeconfig.read_text())
-    return str(config["users"][0]["user"]["token"])
+    accepts (`identities.metrics_scraper_token`, the benches' account)."""
+    return metrics_scraper_token(plane, workdir, SCRAPER_NAMESPACE)
 
 
 class UpstreamController(Controller):

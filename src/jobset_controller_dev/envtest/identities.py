@@ -93,3 +93,22 @@ def shipped_rbac(
     finally:
         for path in created:
             plane.request("DELETE", path)
+
+
+def metrics_scraper_token(plane: ControlPlane, workdir: Path, name: str) -> str:
+    """A token of ServiceAccount `name/scraper` (namespace `name`), bound to cluster-admin by
+    ClusterRoleBinding `name`: what a controller's secure /metrics filter accepts (TokenReview,
+    then a SubjectAccessReview for GET /metrics), ours and upstream's alike. Asking again on the
+    same control plane reuses the account and the binding."""
+    kubeconfig = plane.service_account_kubeconfig(name, "scraper", workdir / f"{name}.kubeconfig")
+    binding = {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": name}],
+    }  # fmt: skip
+    status, reply = plane.request("POST", f"{_RBAC}/clusterrolebindings", binding)
+    if status not in (201, 409):
+        raise ControlPlaneError(f"binding {name} to cluster-admin failed ({status}): {reply}")
+    config = yaml.safe_load(kubeconfig.read_text())
+    return str(config["users"][0]["user"]["token"])

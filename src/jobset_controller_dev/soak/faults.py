@@ -56,12 +56,19 @@ def etcd_revision(status_json: str) -> int:
     return int(json.loads(status_json)[0]["Status"]["header"]["revision"])
 
 
+def loopback_tls() -> ssl.SSLContext:
+    """A TLS client context for the replicas' own ports on loopback: their serving pairs are
+    not the soak's to verify, only their answers (and their patience) are."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 async def slow_clients(port: int, seconds: float, count: int = SLOW_CLIENTS) -> int:
     """`count` TLS connections to 127.0.0.1:`port`, each sending a request's head one byte a
     second for `seconds` s (never finishing it); returns how many connected."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # a loopback server's pair; only its patience matters
+    context = loopback_tls()
 
     async def one() -> bool:
         try:

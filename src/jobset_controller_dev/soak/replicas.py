@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-import yaml
-
+from jobset_controller_dev.envtest.controller import write_configuration
 from jobset_controller_dev.envtest.processes import (
     free_port,
     parent_death_signal,
@@ -67,20 +66,18 @@ class Replica:
         return f"{self.kind}-{self.index}"
 
     def _config(self) -> Path:
-        path = self.workdir / f"{self.name}-config.yaml"
-        document = {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": True, "resourceNamespace": LEASE_NAMESPACE},
-            "webhook": {
-                "host": "127.0.0.1",
-                "port": self.webhook_port,
-                "certDir": str(self.cert_dir),
+        return write_configuration(
+            self.workdir / f"{self.name}-config.yaml",
+            {
+                "leaderElection": {"leaderElect": True, "resourceNamespace": LEASE_NAMESPACE},
+                "webhook": {
+                    "host": "127.0.0.1",
+                    "port": self.webhook_port,
+                    "certDir": str(self.cert_dir),
+                },
+                "internalCertManagement": {"enable": False},
             },
-            "internalCertManagement": {"enable": False},
-        }
-        path.write_text(yaml.safe_dump(document))
-        return path
+        )
 
     def _argv(self) -> list[str]:
         common = [

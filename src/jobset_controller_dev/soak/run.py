@@ -32,7 +32,11 @@ from jobset_controller_dev.envtest.fullcluster import (
     FullCluster,
     ready_unknown_patch,
 )
-from jobset_controller_dev.envtest.identities import service_account_user, shipped_rbac
+from jobset_controller_dev.envtest.identities import (
+    metrics_scraper_token,
+    service_account_user,
+    shipped_rbac,
+)
 from jobset_controller_dev.envtest.kueue import Kueue
 from jobset_controller_dev.envtest.kwok_stages import FROZEN_ANNOTATION
 from jobset_controller_dev.envtest.upstream import ensure_upstream, upstream_rbac
@@ -42,7 +46,7 @@ from jobset_controller_dev.soak.checks import Violation
 from jobset_controller_dev.soak.observer import Observer, Record
 from jobset_controller_dev.soak.proxy import Forwarder
 from jobset_controller_dev.soak.replicas import LEASE_NAMESPACE, OURS, Replica
-from jobset_controller_dev.soak.stack import kueue_objects, node_specs, scraper_token
+from jobset_controller_dev.soak.stack import kueue_objects, node_specs
 
 NAMESPACE: Final = "soak"
 # A claim keeps the `kubernetes.io/pvc-protection` finalizer until this controller sees no pod
@@ -172,7 +176,7 @@ def run(options: Options) -> Result:
         kueue = Kueue(cluster).start()
         stack.callback(kueue.stop)
         kueue_objects(cluster, NAMESPACE)
-        token = scraper_token(cluster, options.workdir)
+        token = metrics_scraper_token(cluster, options.workdir, "soak-scraper")
         accounts = stack.enter_context(
             shipped_rbac(
                 cluster,
@@ -453,9 +457,7 @@ class Soak:
     # --------------------------------------------------------------------- sampling
     async def queue_depth(self, replica: Replica) -> float | None:
         """The `jobset` work queue's depth from the replica's secure /metrics."""
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE  # the replica's own serving pair, on loopback
+        context = faults.loopback_tls()
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", replica.metrics_port, ssl=context), 10

@@ -10,10 +10,7 @@ of their own) so that its pods never wait on the rest of the mix.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any, Final
-
-import yaml
 
 from jobset_controller_dev.envtest.controlplane import ControlPlaneError
 from jobset_controller_dev.envtest.fullcluster import FullCluster
@@ -32,7 +29,6 @@ from jobset_controller_dev.soak.mix import (
 NODES_PER_RACK: Final = 4
 EXCLUSIVE_RACKS: Final = 4
 QUEUE_CPU: Final = "8"  # per ClusterQueue: two queued JobSets (4 pods of 1 cpu) each
-SCRAPER_NAMESPACE: Final = "soak-scraper"
 
 
 def node_specs(total: int) -> list[NodeSpec]:
@@ -111,28 +107,3 @@ def kueue_objects(cluster: FullCluster, namespace: str) -> None:
                 "spec": {"clusterQueue": queue},
             },
         )
-
-
-def scraper_token(cluster: FullCluster, workdir: Path) -> str:
-    """A ServiceAccount token bound to cluster-admin: what both controllers' secure /metrics
-    filter accepts (TokenReview, then SubjectAccessReview)."""
-    kubeconfig = cluster.service_account_kubeconfig(
-        SCRAPER_NAMESPACE, "scraper", workdir / "scraper.kubeconfig"
-    )
-    _create(
-        cluster,
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "metadata": {"name": "soak-scraper"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": "scraper", "namespace": SCRAPER_NAMESPACE}
-            ],
-        },
-    )
-    config = yaml.safe_load(kubeconfig.read_text())
-    return str(config["users"][0]["user"]["token"])
