@@ -36,6 +36,7 @@ FLAGS = (
     "burst",
     "stuck_after",
     "drain_limit",
+    "delete_finished",
 )
 
 
@@ -52,6 +53,13 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--burst", type=int, default=500, help="JobSets of the burst fault")
     parser.add_argument("--stuck-after", type=float, default=300.0, help="seconds")
     parser.add_argument("--drain-limit", type=float, default=300.0, help="seconds")
+    parser.add_argument(
+        "--delete-finished",
+        type=float,
+        default=120.0,
+        help="judge and delete each JobSet this many seconds after it finished (at least the "
+        "120 s settle bound); 0 keeps every finished JobSet",
+    )
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path, help="the figures as JSON")
     return parser.parse_args()

@@ -172,6 +172,16 @@ def final(records: Iterable[Record], now: float, bound: float = SETTLE_BOUND) ->
     return found
 
 
+def ripe(record: Record, now: float, bound: float = SETTLE_BOUND) -> bool:
+    """Ready for the janitor: finished `bound` s ago, not yet judged, and not a JobSet its TTL
+    deletes (those are judged on their own deletion, at the end)."""
+    if record.judged or record.terminal_seen is None or record.deleted_seen is not None:
+        return False
+    if record.workload.expect.deleted_after is not None:
+        return False
+    return now - record.terminal_seen >= bound
+
+
 def finished(record: Record) -> bool:
     """Terminal, and (for a TTL) deleted: nothing more will happen to it."""
     if record.terminal is None:

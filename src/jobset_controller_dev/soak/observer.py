@@ -64,6 +64,7 @@ class Record:
     injected_pods: dict[str, int] = field(default_factory=dict)
     failed_by_us: set[int] = field(default_factory=set)
     events: set[str] = field(default_factory=set)
+    judged: bool = False  # judged (and deleted) by the soak's janitor before the end
 
 
 def _wall_now() -> str:
@@ -213,7 +214,7 @@ class Observer:
         if phase == "Running" and due:
             record.injected.add(attempt)
             record.injected_pods[uid] = attempt
-            self._spawn(self._fail_pod(meta["name"]))
+            self.spawn(self._fail_pod(meta["name"]))
 
     def _event(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
@@ -226,7 +227,7 @@ class Observer:
             record.events.add(str(obj["reason"]))
 
     # ----------------------------------------------------------------------- injection
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
+    def spawn(self, coroutine: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -60,6 +60,7 @@ CONTROLLERS: Final = (
 ACCOUNT: Final = "controller-manager"
 SAMPLE_EVERY: Final = 5.0
 WARM_SECONDS: Final = 60.0  # a leader's RSS counts once it has led this long
+JANITOR_EVERY: Final = 5.0
 QUEUE_NEVER_EMPTY: Final = 120.0  # the work queue must be empty at least once in this window
 FAULT_WINDOW: Final = 60.0  # AlreadyExists on a Job create is excused this long after a fault
 LOG_PROBLEMS: Final = (
@@ -87,6 +88,8 @@ class Options:
     node_down: float = faults.NODE_DOWN_SECONDS
     settle_bound: float = checks.SETTLE_BOUND
     queue_never_empty: float = QUEUE_NEVER_EMPTY
+    # Seconds after a JobSet finished that the janitor judges and deletes it (0: never).
+    delete_finished: float = checks.SETTLE_BOUND
 
 
 @dataclass
@@ -113,6 +116,7 @@ class Result:
     exit_codes: list[int] = field(default_factory=list)
     fault_walls: list[float] = field(default_factory=list)
     replica_exits: list[str] = field(default_factory=list)
+    deleted: int = 0  # JobSets the janitor judged and deleted
     depths: list[tuple[int, float]] = field(default_factory=list)  # (s into the run, depth)
     latency_by_shape: dict[str, list[float]] = field(default_factory=dict)
 
@@ -135,6 +139,7 @@ class Result:
             "rss_end_mib": self.rss_end / 2**20,
             "rss_growth_second_half": self.rss_growth,
             "max_queue_depth": self.max_queue_depth,
+            "deleted_by_janitor": self.deleted,
             "relists": self.relists,
             "injected_failures": self.injections,
             "faults": self.faults,
@@ -267,6 +272,13 @@ class Soak:
 
     def violation(self, kind: str, name: str, detail: str) -> None:
         self.result.violations.append(Violation(kind, name, detail))
+
+    def judged(self, found: list[Violation]) -> None:
+        """The final checks' violations, less "not-finished" for a JobSet already listed as
+        stuck (one broken promise, one line)."""
+        self.result.violations += [
+            v for v in found if v.jobset not in self.stuck or v.kind != "not-finished"
+        ]
 
     # --------------------------------------------------------------------- arrivals
     async def create(self, workload: mix.Workload) -> None:
@@ -565,6 +577,41 @@ class Soak:
                 return found
             await asyncio.sleep(2)  # until the children of the last JobSets are gone
 
+    async def janitor(self) -> None:
+        """Judge each JobSet `delete_finished` s after it finished, then delete it, as its owner
+        or a TTL would. Why: a cluster that never deletes a JobSet keeps every finished one, its
+        Jobs and pods in each controller's caches, so memory grows with the JobSets finished so
+        far by design; with the janitor the live set is steady and RSS growth measures leaks."""
+        if not self.options.delete_finished:
+            return
+        after = max(self.options.delete_finished, self.options.settle_bound)
+        while True:
+            await asyncio.sleep(JANITOR_EVERY)  # the janitor's period
+            now = time.monotonic()
+            for record in list(self.observer.records.values()):
+                if not checks.ripe(record, now, after):
+                    continue
+                record.judged = True
+                self.judged(checks.final([record], now, self.options.settle_bound))
+                self.observer.spawn(self._delete(record.workload.name))
+
+    async def _delete(self, name: str) -> None:
+        """Delete one judged JobSet (its Jobs and pods follow by garbage collection); a JobSet
+        already gone counts too."""
+        for _ in range(60):
+            try:
+                await self.kube.delete(f"{self.path}/{name}", propagation="Background")
+            except ApiError as error:
+                if error.status != 404:
+                    await asyncio.sleep(1)  # refused while the API server restarts; again
+                    continue
+            except (OSError, TimeoutError):
+                await asyncio.sleep(1)  # the API server is away; try again
+                continue
+            self.result.deleted += 1
+            return
+        self.violation("not-deleted", name, "the janitor's delete failed 60 times")
+
     async def drain(self) -> None:
         deadline = time.monotonic() + self.options.drain_limit
         while time.monotonic() < deadline:
@@ -590,18 +637,20 @@ async def _soak(
     kube = await KubeClient.connect(kubeconfig=str(cluster.kubeconfig))
     soak = Soak(options, cluster, replicas, token, result, kube)
     background = [asyncio.ensure_future(c) for c in (*soak.observer.watches(), soak.sample())]
+    janitor = asyncio.ensure_future(soak.janitor())
+    background.append(janitor)
     try:
         await asyncio.gather(soak.arrivals(), soak.faults())
         await asyncio.gather(*soak.thawing)
         await soak.drain()
-        records = list(soak.observer.records.values())
+        janitor.cancel()  # what it has not judged yet, `settle` judges
+        every = list(soak.observer.records.values())
+        records = [r for r in every if not r.judged]
         found = await soak.settle(records)
-        result.violations += [
-            v for v in found if v.jobset not in soak.stuck or v.kind != "not-finished"
-        ]
-        result.finished = sum(checks.finished(r) for r in records)
-        result.latencies = [t for r in records if (t := checks.latency(r)) is not None]
-        for record in records:
+        soak.judged(found)
+        result.finished = sum(checks.finished(r) for r in every)
+        result.latencies = [t for r in every if (t := checks.latency(r)) is not None]
+        for record in every:
             took = checks.latency(record)
             if took is not None:
                 result.latency_by_shape.setdefault(record.workload.shape, []).append(took)

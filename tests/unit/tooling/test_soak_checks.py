@@ -106,3 +106,18 @@ def test_percentile_picks_from_the_sorted_values() -> None:
     assert checks.percentile([], 0.5) is None
     assert checks.percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert checks.percentile([float(i) for i in range(100)], 0.99) == 99.0
+
+
+def test_the_janitor_takes_a_jobset_only_once_and_only_after_the_settle_bound() -> None:
+    done = record(terminal="Completed", terminal_seen=10.0)
+    assert not checks.ripe(record(), now=1000.0)
+    assert not checks.ripe(done, now=10.0 + checks.SETTLE_BOUND - 1)
+    assert checks.ripe(done, now=10.0 + checks.SETTLE_BOUND)
+    done.judged = True
+    assert not checks.ripe(done, now=1000.0)
+
+
+def test_the_janitor_leaves_a_jobset_its_ttl_deletes_to_the_end() -> None:
+    ttl = record("ttl", terminal="Completed", terminal_seen=10.0)
+    assert ttl.workload.expect.deleted_after is not None
+    assert not checks.ripe(ttl, now=1000.0)
