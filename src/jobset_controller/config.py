@@ -194,6 +194,12 @@ class ExclusivePlacement:
     followers are refused); Gate trades that speed for zero refused creates."""
 
     followers: str = _key("followers", _one_of("Gate", "Reject"), "Reject")
+    # Off by default. With it, a follower the mutating webhook places also requires the nodes of
+    # its leader's domain by name (`metadata.name In [...]`, as the node cache sees them at
+    # admission), so kube-scheduler filters those nodes only, not the whole cluster. The cost: a
+    # node that joins the domain after a follower was admitted is not one that follower may
+    # use. docs/behaviour.md#narrowing-followers-to-their-domains-nodes.
+    follower_node_affinity: bool = _key("followerNodeAffinity", _bool, False)
 
 
 @dataclass(frozen=True)

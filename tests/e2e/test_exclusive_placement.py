@@ -2,7 +2,8 @@
 
 A cluster of its own (4 racks x 2 kwok nodes, module-scoped): the pod webhook configurations
 select every JobSet pod, so no other test's controller may see these JobSets. For each mode
-(Gate, Reject) one `run` process serves the pod webhooks by URL on 127.0.0.1, and every test
+(Gate, Reject, and Reject with followers narrowed to their domain's nodes by name) one `run`
+process serves the pod webhooks by URL on 127.0.0.1, and every test
 checks: each Job's pods in one rack, no two Jobs in one rack, followers never bound before their
 leader; a misplaced follower is evicted; a restart re-places every Job; exclusivity holds only
 among equal priorities.
@@ -51,12 +52,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FullCluster]:
         full.stop()
 
 
-@pytest.fixture(scope="module", params=["Gate", "Reject"])
+# Narrow: Reject with `exclusivePlacement.followerNodeAffinity` (followers name their domain's
+# nodes); every test holds for it as for the others.
+MODES: dict[str, dict[str, Any]] = {
+    "Gate": {"followers": "Gate"},
+    "Reject": {"followers": "Reject"},
+    "Narrow": {"followers": "Reject", "followerNodeAffinity": True},
+}
+
+
+@pytest.fixture(scope="module", params=list(MODES))
 def mode(
     request: pytest.FixtureRequest, cluster: FullCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     workdir: Path = tmp_path_factory.mktemp(f"placement-{request.param}")
-    with PlacementController(cluster, workdir, request.param):
+    placement = MODES[request.param]
+    sections = {"exclusivePlacement": placement}
+    with PlacementController(cluster, workdir, placement["followers"], sections=sections):
         yield str(request.param)
 
 
@@ -182,6 +194,35 @@ def test_each_job_gets_a_rack_of_its_own_and_followers_follow(
     ]
     if mode == "Gate":
         assert refused == [], [e["message"] for e in refused]
+
+
+def test_narrowed_followers_require_exactly_their_racks_nodes_by_name(
+    cluster: FullCluster, ns: str, mode: str
+) -> None:
+    create(cluster, ns, jobset("named", jobs=2, pods=3))
+    pods = wait_bound(cluster, ns, "named", 6)
+    racks = assert_exclusive(cluster, pods)
+    nodes_of: dict[str, list[str]] = {}
+    for node in cluster.list_items("/api/v1/nodes"):
+        rack = node["metadata"]["labels"].get(RACK_LABEL)
+        if rack is not None:
+            nodes_of.setdefault(rack, []).append(node["metadata"]["name"])
+    for pod in pods:
+        affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+        terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+            "nodeSelectorTerms"
+        )
+        if mode != "Narrow" or pod["metadata"]["annotations"][INDEX] == "0":
+            assert terms is None, f"{pod['metadata']['name']}: {terms}"
+            continue
+        rack = racks[pod["metadata"]["labels"][JOB_KEY]]
+        assert terms == [
+            {
+                "matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": sorted(nodes_of[rack])}
+                ]
+            }
+        ], pod["metadata"]["name"]
 
 
 def test_a_misplaced_follower_is_evicted(cluster: FullCluster, ns: str, mode: str) -> None:

@@ -42,7 +42,8 @@ pod's uid as precondition), Warning events on leaders whose domain cannot be rea
 deletes of pods stuck terminating on a dead node (`unreachableNodePods`, on by default).
 
 The same caches answer the pod webhooks' lookups (`lookups`): the leader by name without suffix,
-a node's labels.
+a node's labels, and (for the opt-in follower narrowing) a domain's nodes by name
+(`DomainNodes`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from jobset_controller.api.placement import (
     placed_by_leader,
 )
 from jobset_controller.api.pod_status import is_failed, is_terminating, merge_end_facts
+from jobset_controller.controller.domain_nodes import DomainNodes
 from jobset_controller.controller.resources import NODES, PODS
 from jobset_controller.reconcile.catalogue import (
     DELETION_BY_JOBSET_CONTROLLER_REASON,
@@ -361,12 +363,15 @@ class PodPlacementController:
             clock=clock,
             rng=rng,
         )
+        self.domains = DomainNodes(lambda: self.nodes.store)
         self.nodes = Informer(
             client,
             NODES,
             transform=trim_node,
             handlers=Handlers(
-                on_update=self._node_changed, on_delete=lambda node: self._wake_node(node)
+                on_add=lambda node: self.domains.forget(),
+                on_update=self._node_changed,
+                on_delete=self._node_deleted,
             ),
             clock=clock,
             rng=rng,
@@ -396,11 +401,20 @@ class PodPlacementController:
         """The JobSet's failed pods, as kept (`api.pod_status.end_facts`)."""
         return tuple(self.pods.store.by_index(FAILED_PODS, f"{namespace}/{jobset}"))
 
+    def domain_nodes(self, key: str, value: str) -> tuple[str, ...]:
+        """The cached nodes of one topology domain, by name (`DomainNodes`)."""
+        return self.domains.names(key, value)
+
     def _node_changed(self, old: Obj, new: Obj) -> None:
         if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            self.domains.forget()
             self._wake_node(new)
         elif _taint_keys(old) != _taint_keys(new):
             self._wake_node(new, leaders=False)
+
+    def _node_deleted(self, node: Obj) -> None:
+        self.domains.forget()
+        self._wake_node(node)
 
     def _wake_node(self, node: Obj, *, leaders: bool = True) -> None:
         """Jobs whose leader is bound to this node look at their domain again, and Jobs with a

@@ -113,7 +113,13 @@ async def build(
             webhook_tls,
             client,
             features=features,
-            pod_lookups=Lookups(pods.controller.leaders, pods.controller.node_labels),
+            pod_lookups=Lookups(
+                pods.controller.leaders,
+                pods.controller.node_labels,
+                domain_nodes=pods.controller.domain_nodes
+                if config.exclusive_placement.follower_node_affinity
+                else None,
+            ),
             claims=jobsets.controller.pvcs,
             registry=registry,
             clock=clock,

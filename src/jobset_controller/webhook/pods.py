@@ -25,6 +25,15 @@ followers of Jobs upstream created are refused as upstream refuses them. The ser
 at shutdown (`WebhookServer.stop_gating`): a successor that is upstream's controller never
 releases a gate.
 
+Beyond upstream, opt-in (`exclusivePlacement.followerNodeAffinity`): a follower placed here also
+gets a required node affinity `metadata.name In [the domain's nodes]` (at most
+`MAX_DOMAIN_NODE_NAMES`; more, and it keeps only its nodeSelector), so kube-scheduler's PreFilter
+hands it those nodes instead of filtering the whole cluster for them. The names are the node
+cache's at admission: a node that joins the domain later is not in the list of a follower
+admitted before (it waits for the listed nodes), a node that leaves stays in the list and
+matches nothing. A follower released from the gate by the pod controller keeps only its
+nodeSelector.
+
 Pods of a Job this controller created in the affinity-in-job fallback (`affinity_in_template`)
 are left alone apart from the priority label: their template places them.
 
@@ -43,6 +52,7 @@ import orjson
 
 from jobset_controller.api import JOB_KEY, PRIORITY_KEY
 from jobset_controller.api.placement import (
+    MAX_DOMAIN_NODE_NAMES,
     PLACEMENT_GATE,
     Pod,
     exclusive_terms,
@@ -57,6 +67,7 @@ from jobset_controller.api.placement import (
     placed_by_leader,
     topology_key,
     uses_node_selector_strategy,
+    with_node_names,
     with_terms,
 )
 from jobset_controller.webhook.review import request_of, response
@@ -96,10 +107,14 @@ class Lookups:
 
     leaders: (namespace, leader name without suffix) -> the pods of that name, any state.
     node_labels: node name -> its labels, None when the node does not exist.
+    domain_nodes: see the field.
     """
 
     leaders: Callable[[str, str], Sequence[Pod]]
     node_labels: Callable[[str], Mapping[str, str] | None]
+    # (topology key, domain) -> the domain's node names; None unless followers are narrowed
+    # (Configuration `exclusivePlacement.followerNodeAffinity`).
+    domain_nodes: Callable[[str, str], Sequence[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +175,12 @@ def decide_mutation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMo
         return PodMutation(error=node_not_found_message(node))
     if topology not in labels:
         return PodMutation(error=node_without_topology_message(topology))
-    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), topology: labels[topology]}
+    domain = labels[topology]
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), topology: domain}
+    if lookups.domain_nodes is not None:
+        names = lookups.domain_nodes(topology, domain)
+        if 0 < len(names) <= MAX_DOMAIN_NODE_NAMES:
+            spec["affinity"] = with_node_names(spec.get("affinity"), names)
     return PodMutation(out)
 
 

@@ -52,6 +52,15 @@ def test_recovery_options_are_read(tmp_path: Path) -> None:
     assert config.unreachable_node_pods.force_delete_after == 120.0
 
 
+def test_follower_narrowing_is_off_unless_turned_on(tmp_path: Path) -> None:
+    assert load_configuration(None).exclusive_placement.follower_node_affinity is False
+    config = load_configuration(
+        write(tmp_path, "exclusivePlacement:\n  followers: Gate\n  followerNodeAffinity: true\n")
+    )
+    assert config.exclusive_placement.followers == "Gate"
+    assert config.exclusive_placement.follower_node_affinity is True
+
+
 def test_shipped_style_file_is_read(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -13,6 +13,7 @@ import pytest
 
 from jobset_controller.api.placement import (
     LEADER_FOLLOWER,
+    MAX_DOMAIN_NODE_NAMES,
     PLACEMENT_GATE,
     PLACEMENT_LABEL,
     affinity_in_template,
@@ -346,3 +347,98 @@ def test_a_stopping_server_no_longer_gates_followers() -> None:
     assert (
         decide_validation(decision.pod, "ns", lookups(pod(0)), REJECT) == FOLLOWER_SELECTOR_NOT_SET
     )
+
+
+# ------------------------------------------------- follower narrowing (followerNodeAffinity)
+def narrowing(domains: dict[str, tuple[str, ...]], *leaders: dict[str, Any]) -> Lookups:
+    return Lookups(
+        leaders=lambda ns, name: list(leaders),
+        node_labels=NODES.get,
+        domain_nodes=lambda key, value: domains.get(value, ()) if key == RACK else (),
+    )
+
+
+def required_terms(decided: dict[str, Any]) -> list[dict[str, Any]]:
+    affinity = decided["spec"].get("affinity") or {}
+    required = (affinity.get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    return list((required or {}).get("nodeSelectorTerms") or [])
+
+
+def names_in(term: dict[str, Any]) -> list[str]:
+    return [
+        value
+        for requirement in term.get("matchFields") or ()
+        if requirement["key"] == "metadata.name" and requirement["operator"] == "In"
+        for value in requirement["values"]
+    ]
+
+
+def test_with_narrowing_a_placed_follower_requires_its_domains_nodes_by_name() -> None:
+    domains = {"r1": ("n1", "n2"), "r2": ("n3",)}
+    decision = decide_mutation(pod(1), "ns", narrowing(domains, pod(0, node="n1")), REJECT)
+    assert decision.pod is not None
+    assert decision.pod["spec"]["nodeSelector"] == {RACK: "r1"}
+    assert [names_in(term) for term in required_terms(decision.pod)] == [["n1", "n2"]]
+
+
+def test_without_narrowing_a_follower_gets_no_node_affinity() -> None:
+    decision = decide_mutation(pod(1), "ns", lookups(pod(0, node="n1")), REJECT)
+    assert decision.pod is not None
+    assert required_terms(decision.pod) == []
+
+
+def test_narrowing_adds_the_names_to_every_node_selector_term_of_the_template() -> None:
+    follower = pod(1)
+
+    follower["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                ]
+            }
+        }
+    }
+    decision = decide_mutation(
+        follower, "ns", narrowing({"r1": ("n1",)}, pod(0, node="n1")), REJECT
+    )
+    assert decision.pod is not None
+    terms = required_terms(decision.pod)
+    assert [names_in(term) for term in terms] == [["n1"], ["n1"]]
+    assert [t["matchExpressions"][0]["values"] for t in terms] == [["a"], ["b"]]
+    # the reviewed pod is left as it was
+    assert "matchFields" not in follower["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]  # fmt: skip
+
+
+def test_a_domain_larger_than_the_name_limit_keeps_only_the_node_selector() -> None:
+    many = tuple(f"n{i}" for i in range(MAX_DOMAIN_NODE_NAMES + 1))
+    decision = decide_mutation(pod(1), "ns", narrowing({"r1": many}, pod(0, node="n1")), REJECT)
+    assert decision.pod is not None
+    assert decision.pod["spec"]["nodeSelector"] == {RACK: "r1"}
+    assert required_terms(decision.pod) == []
+
+
+def test_narrowing_lists_the_domains_nodes_as_cached_at_each_admission() -> None:
+    domains = {"r1": ("n1",)}
+    admit = narrowing(domains, pod(0, node="n1"))
+    first = decide_mutation(pod(1), "ns", admit, REJECT)
+    domains["r1"] = ("n1", "n9")  # a node joined the domain
+    second = decide_mutation(pod(2), "ns", admit, REJECT)
+    assert first.pod is not None
+    assert second.pod is not None
+    assert names_in(required_terms(first.pod)[0]) == ["n1"]
+    assert names_in(required_terms(second.pod)[0]) == ["n1", "n9"]
+
+
+def test_narrowing_leaves_leaders_and_waiting_followers_without_names() -> None:
+    admit = narrowing({"r1": ("n1",)}, pod(0))
+    leader = decide_mutation(pod(0), "ns", admit, REJECT)
+    gated = decide_mutation(pod(1), "ns", admit, GATE)
+    assert leader.pod is not None
+    assert gated.pod is not None
+    assert required_terms(leader.pod) == []
+    assert required_terms(gated.pod) == []
