@@ -19,7 +19,9 @@ already defaulted (no JobSet webhook is registered for either controller). Measu
 
 Strategies: none (no exclusive placement: the ceiling), affinity (affinity in every pod template:
 our controller without pod webhooks), reject (leader/follower, rejected followers), gate (ours:
-followers wait behind a scheduling gate), node-selector (nodes labelled per Job beforehand).
+followers wait behind a scheduling gate), node-selector (nodes labelled per Job beforehand),
+narrow (ours: reject with `exclusivePlacement.followerNodeAffinity`, followers naming their
+rack's nodes).
 With `--upstream` (the default; `--no-upstream` to skip), upstream's controller v0.12.0
 (hack/upstream-jobset.sh) runs none, reject (its pod webhooks, registered by URL as ours are)
 and node-selector after ours, on the same cluster, with the same client budget (QPS 500, burst
@@ -93,7 +95,7 @@ NODE_SELECTOR = NODE_SELECTOR_STRATEGY_KEY
 JOBSET_NAME = JOBSET_NAME_KEY
 ATTEMPT = RESTARTS_KEY
 OURS, UPSTREAM = "ours", "upstream"
-STRATEGIES = ("none", "affinity", "reject", "gate", "node-selector")
+STRATEGIES = ("none", "affinity", "reject", "gate", "node-selector", "narrow")
 UPSTREAM_STRATEGIES = ("none", "reject", "node-selector")
 WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
 
@@ -583,12 +585,20 @@ def main() -> None:
             "reject": ("Reject", exclusive, lambda ns: None),
             "gate": ("Gate", exclusive, lambda ns: None),
             "node-selector": (None, {**exclusive, NODE_SELECTOR: "true"}, label_per_job),
+            "narrow": ("Reject", exclusive, lambda ns: None),
         }
+        # narrow: reject with followers named their rack's nodes (followerNodeAffinity)
+        narrowing = {"exclusivePlacement": {"followers": "Reject", "followerNodeAffinity": True}}
         for name in args.only:  # in the order given: a long run measures the first ones first
             followers, annotations, prepare = plans[name]
+            sections = narrowing if name == "narrow" else None
 
-            def start_ours(d: Path, followers: str | None = followers) -> Any:
-                return ours(cluster, d, followers)
+            def start_ours(
+                d: Path,
+                followers: str | None = followers,
+                sections: Mapping[str, Any] | None = sections,
+            ) -> Any:
+                return ours(cluster, d, followers, sections)
 
             row, placed = run_strategy(
                 cluster, start_ours, workdir, OURS, name, annotations, args, prepare
@@ -679,7 +689,7 @@ def print_table(
         print(f"| {row.controller} | {row.name} | {cpu} | {tries} |")
     by = {(r.controller, r.name): r for r in rows}
     print()
-    for mode in ("reject", "gate"):
+    for mode in ("reject", "gate", "narrow"):
         mine, fallback, theirs = (
             by.get((OURS, mode)),
             by.get((OURS, "affinity")),
