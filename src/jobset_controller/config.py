@@ -26,6 +26,11 @@ POD_WORKERS = 2  # the pod controller of exclusive placement
 CACHE_SYNC_TIMEOUT = 120.0  # seconds, controller-runtime's CacheSyncTimeout
 SHUTDOWN_TIMEOUT = 20.0  # seconds for in-flight reconciles to finish after SIGTERM
 EVENT_FLUSH_TIMEOUT = 5.0  # seconds to write buffered Events at exit (20 + 5 < 30 s grace)
+# Seconds a leader that lost its Lease keeps writing the Events it holds before it exits 1: the
+# Event recorder's retry horizon (runtime/events.py WRITE_RETRY_DELAYS, about 45 s). No grace
+# period bounds this exit (the process ends itself), and a Lease is most often lost because the
+# API server is away, so a shorter flush would drop the Events of the last transitions.
+DEPOSED_EVENT_FLUSH_TIMEOUT = 45.0
 # Internal certificate management's lifetimes (`--webhook-ca-validity`, `--webhook-cert-validity`,
 # `--webhook-cert-lookahead`; Go durations): upstream's rotator's, fixed there: a 10-year CA, a
 # 1-year serving certificate, each replaced 90 days before it would stop verifying.

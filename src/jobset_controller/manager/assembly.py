@@ -149,7 +149,7 @@ async def build(
     )
     units = (jobsets.unit, pods.unit)
     for unit in units:
-        for part in unit.runnables(event_flush_timeout=options.event_flush_timeout):
+        for part in unit.runnables():
             add(part)
     return Parts(jobsets.controller, units, webhooks, lag)
 

@@ -90,7 +90,7 @@ class ControllerUnit:
     clock: Clock
     after_workers: Callable[[], Awaitable[None]] | None = None
 
-    def runnables(self, *, event_flush_timeout: float) -> list[Runnable]:
+    def runnables(self) -> list[Runnable]:
         caches = [
             Runnable(
                 f"informer-{informer.resource.plural}",
@@ -107,7 +107,7 @@ class ControllerUnit:
                 f"{self.name}-events",
                 Group.OTHERS,
                 run=self.recorder.run,
-                stop=lambda budget: self._flush(min(budget, event_flush_timeout)),
+                stop=self._flush,  # within the budget the stop is given (shutdown.py)
             ),
             Runnable(f"{self.name}-workers", Group.LEADER, run=self._work, stop=self._drain),
         ]

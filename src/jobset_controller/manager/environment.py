@@ -28,6 +28,7 @@ from jobset_controller.config import (
     CACHE_SYNC_TIMEOUT,
     CERT_LOOKAHEAD,
     CERT_VALIDITY,
+    DEPOSED_EVENT_FLUSH_TIMEOUT,
     EVENT_FLUSH_TIMEOUT,
     POD_WORKERS,
     SHUTDOWN_TIMEOUT,
@@ -90,6 +91,7 @@ class ManagerOptions:
     cache_sync_timeout: float = CACHE_SYNC_TIMEOUT
     shutdown_timeout: float = SHUTDOWN_TIMEOUT
     event_flush_timeout: float = EVENT_FLUSH_TIMEOUT
+    deposed_event_flush_timeout: float = DEPOSED_EVENT_FLUSH_TIMEOUT
     # Internal certificate management: lifetimes and lookahead (upstream's by default), and
     # names the serving certificate carries besides the Service's (e.g. 127.0.0.1 when an API
     # server on the same host calls the webhook by URL, as in tests).

@@ -17,7 +17,8 @@ own module (environment, certificates, servers, controllers, leadership, shutdow
 6. OTHERS: Event writers, loop-lag sampling, the warm-up;
 7. lead: with leader election, acquire the Lease. Nothing in the LEADER group runs before it;
 8. LEADER: the exclusive-placement probe, then every controller's workers and the memory trim;
-9. work until a stop is requested, the Lease is lost (exit 1) or a runnable fails (exit 1);
+9. work until a stop is requested, the Lease is lost (workers cancelled, recorded Events
+   written, exit 1: shutdown.py) or a runnable fails (exit 1);
 10. stop (shutdown.py): the pod webhooks stop gating followers, drain, release the Lease,
     flush Events; exit 0.
 
@@ -49,7 +50,7 @@ from jobset_controller.manager.environment import (
     ManagerOptions,
     new_identity,
 )
-from jobset_controller.manager.shutdown import Deposed, stop_gracefully
+from jobset_controller.manager.shutdown import Deposed, stop_deposed, stop_gracefully
 from jobset_controller.runtime.clock import Clock, RandomSource, RealClock
 from jobset_controller.runtime.http1server import ACCEPT_ERRORS
 from jobset_controller.runtime.leaderelection import LeaderElector
@@ -230,6 +231,7 @@ class Manager:
                 done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                 if renew is not None and renew in done:
                     log.error("leader election lost, exiting", error=str(renew.exception()))
+                    await self._deposed()
                     raise _Exit(1)
                 for task in done - {stop}:
                     if not task.cancelled() and task.exception() is not None:
@@ -255,7 +257,14 @@ class Manager:
                 event_flush_timeout=self.options.event_flush_timeout,
             )
         except Deposed:
+            await self._deposed()
             raise _Exit(1) from None
+
+    async def _deposed(self) -> None:
+        """The Lease is lost: workers cancelled, recorded Events written (shutdown.py)."""
+        await stop_deposed(
+            self.runnables, event_flush_timeout=self.options.deposed_event_flush_timeout
+        )
 
     async def _unless_stopped(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """`coro`'s result, unless a stop is requested first (SIGTERM while warming up, standing

@@ -17,6 +17,16 @@ controller's workers stop, the leader logs the followers still gated (docs/opera
 20 + 5 s fit in Kubernetes' default 30 s termination grace period. The Lease is still watched
 while draining: a leader deposed then exits 1 at once, without releasing (there is no fencing;
 it must not write). Steps 4 also run, without 1-3's graceful parts, however else the run ends.
+
+A leader deposed, while working or while draining (`stop_deposed`): its LEADER group is
+cancelled at once (no reconcile may write after the Lease is gone), then the Events it has
+recorded are written within `deposed_event_flush_timeout` (45 s), and it exits 1. Why write
+them: an Event is recorded after the write it reports (a status with a new condition, a
+restart); the transition happened, and no successor reports it again, since it sees the state
+already written. A Lease is most often lost because the API server is away (a restart took
+25-37 s under load in the soak), so the recorder's own retries, about 45 s, are what it takes;
+exiting at once dropped those Events (the soak's smoke found a JobSet without its terminal
+Event). Events are reports, not state: a deposed leader writing them late races no successor.
 """
 
 from __future__ import annotations
@@ -65,4 +75,11 @@ async def stop_gracefully(
             await renew
     if elector is not None:
         await elector.release()
+    await runnables.stop(Group.OTHERS, budget=event_flush_timeout)
+
+
+async def stop_deposed(runnables: Runnables, *, event_flush_timeout: float) -> None:
+    """A deposed leader's stop (module docstring): the LEADER group cancelled at once, then
+    the recorded Events written within `event_flush_timeout` seconds."""
+    await runnables.cancel(Group.LEADER)
     await runnables.stop(Group.OTHERS, budget=event_flush_timeout)

@@ -146,6 +146,12 @@ class Runnables:
             await _cancel(started)
         return graceful
 
+    async def cancel(self, group: Group) -> None:
+        """Cancel `group` if started, with no graceful part (a deposed leader's workers)."""
+        started = self._started.pop(group, None)
+        if started is not None:
+            await _cancel(started)
+
     async def stop_all(self) -> None:
         """Cancel every started group, newest first, with no graceful part (the end of a run
         that failed, or the last step of one that stopped its groups itself)."""

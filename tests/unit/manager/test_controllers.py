@@ -104,7 +104,7 @@ async def test_stopping_a_unit_lets_its_in_flight_reconcile_finish() -> None:
         clock,
     )
     runnables = Runnables(clock)
-    for part in unit.runnables(event_flush_timeout=5):
+    for part in unit.runnables():
         runnables.add(part)
     await runnables.start(Group.LEADER)
     queue.add("ns/job-uid")

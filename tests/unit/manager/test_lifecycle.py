@@ -3,6 +3,8 @@ whole process against a real API server is tests/integration/test_run_command.py
 
 - workers stop before the Lease is released, and Events are flushed after it;
 - a leader deposed while draining stops at once, without releasing;
+- a deposed leader's workers are cancelled at once, then its recorded Events are written, within
+  their own bound;
 - the final Event flush is bounded;
 - a stop requested while the caches warm up exits 0, caches that never sync exit 1;
 - credentials that cannot be loaded exit 1 before anything is built.
@@ -19,7 +21,7 @@ from jobset_controller.config import Configuration
 from jobset_controller.manager import Manager, ManagerOptions
 from jobset_controller.manager.controllers import ControllerUnit
 from jobset_controller.manager.lifecycle import _Exit
-from jobset_controller.manager.shutdown import Deposed, stop_gracefully
+from jobset_controller.manager.shutdown import Deposed, stop_deposed, stop_gracefully
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.leaderelection import LeadershipLost
 from jobset_controller.runtime.runnables import Group, Runnable, Runnables
@@ -98,9 +100,7 @@ async def test_workers_stop_before_the_lease_is_released_and_events_are_flushed_
     clock: FakeClock,
 ) -> None:
     order: list[str] = []
-    runnables = await started(
-        Runnables(clock), *unit(clock, order).runnables(event_flush_timeout=5)
-    )
+    runnables = await started(Runnables(clock), *unit(clock, order).runnables())
     renew = asyncio.create_task(forever(order, "renewal stopped"))
     await stop_gracefully(
         runnables,
@@ -151,11 +151,41 @@ async def test_a_leader_deposed_while_draining_stops_at_once_without_releasing(
     assert order == ["workers stopped"]  # cancelled at once, and no release
 
 
+async def test_a_deposed_leader_cancels_its_workers_then_writes_its_recorded_events(
+    clock: FakeClock,
+) -> None:
+    order: list[str] = []
+
+    async def never_drains(budget: float) -> None:
+        order.append("drained")  # a graceful drain: must not be asked for
+
+    runnables = await started(
+        Runnables(clock),
+        *unit(clock, order).runnables(),
+        Runnable("slow", Group.LEADER, run=lambda: forever(order, "slow"), stop=never_drains),
+    )
+    await asyncio.sleep(0)  # the workers are running
+    await stop_deposed(runnables, event_flush_timeout=45)
+    assert sorted(order[:2]) == ["slow", "workers stopped"]  # cancelled, not drained
+    assert order[2:] == ["events flushed"]
+
+
+async def test_a_deposed_leaders_event_flush_is_bounded_by_its_own_timeout(
+    clock: FakeClock,
+) -> None:
+    order: list[str] = []
+    runnables = await started(Runnables(clock), *unit(clock, order, hangs=True).runnables())
+    stopping = asyncio.create_task(stop_deposed(runnables, event_flush_timeout=45))
+    await clock.advance(44.99)  # longer than a graceful stop's 5 s: the API server may be away
+    assert not stopping.done()
+    await clock.advance(0.01)
+    await stopping
+    assert order == ["workers stopped"]
+
+
 async def test_the_final_event_flush_is_bounded_by_its_timeout(clock: FakeClock) -> None:
     order: list[str] = []
-    runnables = await started(
-        Runnables(clock), *unit(clock, order, hangs=True).runnables(event_flush_timeout=5)
-    )
+    runnables = await started(Runnables(clock), *unit(clock, order, hangs=True).runnables())
     stopping = asyncio.create_task(
         stop_gracefully(
             runnables, renew=None, elector=None, shutdown_timeout=20, event_flush_timeout=5
