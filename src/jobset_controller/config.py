@@ -200,7 +200,7 @@ class ExclusivePlacement:
 
     followers: str = _key("followers", _one_of("Gate", "Reject"), "Reject")
     # Off by default. With it, a follower the mutating webhook places also requires the nodes of
-    # its leader's domain by name (`metadata.name In [...]`, as the node cache sees them at
+    # its leader's domain by name (`metadata.name In [<node>]` terms, as the node cache sees them at
     # admission), so kube-scheduler filters those nodes only, not the whole cluster. The cost: a
     # node that joins the domain after a follower was admitted is not one that follower may
     # use. docs/behaviour.md#narrowing-followers-to-their-domains-nodes.

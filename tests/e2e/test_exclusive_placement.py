@@ -217,11 +217,8 @@ def test_narrowed_followers_require_exactly_their_racks_nodes_by_name(
             continue
         rack = racks[pod["metadata"]["labels"][JOB_KEY]]
         assert terms == [
-            {
-                "matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": sorted(nodes_of[rack])}
-                ]
-            }
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            for node in sorted(nodes_of[rack])
         ], pod["metadata"]["name"]
 
 

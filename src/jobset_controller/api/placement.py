@@ -283,24 +283,42 @@ def with_terms(affinity: Mapping[str, Any] | None, terms: tuple[Any, Any]) -> di
     return out
 
 
-# The most node names a follower's narrowing affinity lists: above it the follower keeps only its
-# nodeSelector (about 40 bytes a name: 256 names add some 10 KB to every follower as stored).
-MAX_DOMAIN_NODE_NAMES: Final = 256
+# The most node selector terms a follower's narrowing affinity may hold (one per node name and
+# term of the template): above it the follower keeps only its nodeSelector (about 70 bytes a
+# term: 256 terms add some 18 KB to every follower as stored).
+MAX_DOMAIN_NODE_TERMS: Final = 256
+
+
+def node_name_terms(affinity: Mapping[str, Any] | None, names: Sequence[str]) -> int:
+    """How many node selector terms `with_node_names` would write."""
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    terms = (node_affinity.get(_REQUIRED) or {}).get("nodeSelectorTerms") or [{}]
+    return len(terms) * len(names)
 
 
 def with_node_names(affinity: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, Any]:
-    """`affinity` with `metadata.name In names` required in every node selector term (one term of
-    its own when there is none). Why every term: the terms are ORed and the requirements of one
-    term ANDed, so the names narrow each alternative without widening any; and kube-scheduler's
-    node affinity PreFilter hands the scheduler just those nodes only when every term names
-    nodes this way, instead of filtering every node of the cluster."""
+    """`affinity` whose required node affinity also says `metadata.name` is one of `names`.
+
+    The API server takes exactly one value for a `metadata.name` field requirement, so each name
+    is a term of its own; the terms are ORed and the requirements of one term ANDed, so every
+    term of the template is repeated once per name with that name added (a template without
+    terms: one term per name). Why names in every term: kube-scheduler's node affinity PreFilter
+    hands the scheduler just the named nodes when every term names one, instead of filtering
+    every node of the cluster."""
     out = dict(affinity or {})
     node_affinity = dict(out.get("nodeAffinity") or {})
     required = dict(node_affinity.get(_REQUIRED) or {})
-    requirement = {"key": "metadata.name", "operator": "In", "values": list(names)}
     terms = required.get("nodeSelectorTerms") or [{}]
     required["nodeSelectorTerms"] = [
-        {**term, "matchFields": [*(term.get("matchFields") or []), requirement]} for term in terms
+        {
+            **term,
+            "matchFields": [
+                *(term.get("matchFields") or []),
+                {"key": "metadata.name", "operator": "In", "values": [name]},
+            ],
+        }
+        for term in terms
+        for name in names
     ]
     node_affinity[_REQUIRED] = required
     out["nodeAffinity"] = node_affinity

@@ -26,8 +26,9 @@ at shutdown (`WebhookServer.stop_gating`): a successor that is upstream's contro
 releases a gate.
 
 Beyond upstream, opt-in (`exclusivePlacement.followerNodeAffinity`): a follower placed here also
-gets a required node affinity `metadata.name In [the domain's nodes]` (at most
-`MAX_DOMAIN_NODE_NAMES`; more, and it keeps only its nodeSelector), so kube-scheduler's PreFilter
+gets a required node affinity naming the domain's nodes (`metadata.name In [<node>]`, one node
+selector term per node, since the API server takes one name per field requirement; at most
+`MAX_DOMAIN_NODE_TERMS` terms, else it keeps only its nodeSelector), so kube-scheduler's PreFilter
 hands it those nodes instead of filtering the whole cluster for them. The names are the node
 cache's at admission: a node that joins the domain later is not in the list of a follower
 admitted before (it waits for the listed nodes), a node that leaves stays in the list and
@@ -52,7 +53,7 @@ import orjson
 
 from jobset_controller.api import JOB_KEY, PRIORITY_KEY
 from jobset_controller.api.placement import (
-    MAX_DOMAIN_NODE_NAMES,
+    MAX_DOMAIN_NODE_TERMS,
     PLACEMENT_GATE,
     Pod,
     exclusive_terms,
@@ -64,6 +65,7 @@ from jobset_controller.api.placement import (
     leader_name,
     may_gate,
     node_name,
+    node_name_terms,
     placed_by_leader,
     topology_key,
     uses_node_selector_strategy,
@@ -179,7 +181,7 @@ def decide_mutation(pod: Pod, namespace: str, lookups: Lookups, mode: FollowerMo
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), topology: domain}
     if lookups.domain_nodes is not None:
         names = lookups.domain_nodes(topology, domain)
-        if 0 < len(names) <= MAX_DOMAIN_NODE_NAMES:
+        if names and node_name_terms(spec.get("affinity"), names) <= MAX_DOMAIN_NODE_TERMS:
             spec["affinity"] = with_node_names(spec.get("affinity"), names)
     return PodMutation(out)
 

@@ -45,6 +45,15 @@ def process_rss(pid: int) -> int:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
 
 
+def process_peak_rss(pid: int) -> int:
+    """The most bytes process `pid` has held resident (VmHWM of /proc/<pid>/status; OSError
+    once it is gone): a controller's peak is its initial list, which a reading at rest misses."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def parent_death_signal() -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None

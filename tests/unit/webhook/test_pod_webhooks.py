@@ -13,7 +13,7 @@ import pytest
 
 from jobset_controller.api.placement import (
     LEADER_FOLLOWER,
-    MAX_DOMAIN_NODE_NAMES,
+    MAX_DOMAIN_NODE_TERMS,
     PLACEMENT_GATE,
     PLACEMENT_LABEL,
     affinity_in_template,
@@ -366,13 +366,12 @@ def required_terms(decided: dict[str, Any]) -> list[dict[str, Any]]:
     return list((required or {}).get("nodeSelectorTerms") or [])
 
 
-def names_in(term: dict[str, Any]) -> list[str]:
-    return [
-        value
-        for requirement in term.get("matchFields") or ()
-        if requirement["key"] == "metadata.name" and requirement["operator"] == "In"
-        for value in requirement["values"]
-    ]
+def name_of(term: dict[str, Any]) -> str:
+    """The one node a term names (the API server takes one value per field requirement)."""
+    (requirement,) = [r for r in term.get("matchFields") or () if r["key"] == "metadata.name"]
+    assert requirement["operator"] == "In"
+    (name,) = requirement["values"]
+    return str(name)
 
 
 def test_with_narrowing_a_placed_follower_requires_its_domains_nodes_by_name() -> None:
@@ -380,7 +379,7 @@ def test_with_narrowing_a_placed_follower_requires_its_domains_nodes_by_name() -
     decision = decide_mutation(pod(1), "ns", narrowing(domains, pod(0, node="n1")), REJECT)
     assert decision.pod is not None
     assert decision.pod["spec"]["nodeSelector"] == {RACK: "r1"}
-    assert [names_in(term) for term in required_terms(decision.pod)] == [["n1", "n2"]]
+    assert [name_of(term) for term in required_terms(decision.pod)] == ["n1", "n2"]
 
 
 def test_without_narrowing_a_follower_gets_no_node_affinity() -> None:
@@ -389,9 +388,8 @@ def test_without_narrowing_a_follower_gets_no_node_affinity() -> None:
     assert required_terms(decision.pod) == []
 
 
-def test_narrowing_adds_the_names_to_every_node_selector_term_of_the_template() -> None:
+def test_narrowing_repeats_every_node_selector_term_of_the_template_once_per_name() -> None:
     follower = pod(1)
-
     follower["spec"]["affinity"] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -402,20 +400,21 @@ def test_narrowing_adds_the_names_to_every_node_selector_term_of_the_template() 
             }
         }
     }
-    decision = decide_mutation(
-        follower, "ns", narrowing({"r1": ("n1",)}, pod(0, node="n1")), REJECT
-    )
+    domains = {"r1": ("n1", "n2")}
+    decision = decide_mutation(follower, "ns", narrowing(domains, pod(0, node="n1")), REJECT)
     assert decision.pod is not None
     terms = required_terms(decision.pod)
-    assert [names_in(term) for term in terms] == [["n1"], ["n1"]]
-    assert [t["matchExpressions"][0]["values"] for t in terms] == [["a"], ["b"]]
+    # (zone a or zone b) and (n1 or n2), as ORed terms
+    assert [(t["matchExpressions"][0]["values"][0], name_of(t)) for t in terms] == [
+        ("a", "n1"), ("a", "n2"), ("b", "n1"), ("b", "n2"),
+    ]  # fmt: skip
     # the reviewed pod is left as it was
     assert "matchFields" not in follower["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]  # fmt: skip
 
 
-def test_a_domain_larger_than_the_name_limit_keeps_only_the_node_selector() -> None:
-    many = tuple(f"n{i}" for i in range(MAX_DOMAIN_NODE_NAMES + 1))
+def test_a_domain_larger_than_the_term_limit_keeps_only_the_node_selector() -> None:
+    many = tuple(f"n{i}" for i in range(MAX_DOMAIN_NODE_TERMS + 1))
     decision = decide_mutation(pod(1), "ns", narrowing({"r1": many}, pod(0, node="n1")), REJECT)
     assert decision.pod is not None
     assert decision.pod["spec"]["nodeSelector"] == {RACK: "r1"}
@@ -430,8 +429,8 @@ def test_narrowing_lists_the_domains_nodes_as_cached_at_each_admission() -> None
     second = decide_mutation(pod(2), "ns", admit, REJECT)
     assert first.pod is not None
     assert second.pod is not None
-    assert names_in(required_terms(first.pod)[0]) == ["n1"]
-    assert names_in(required_terms(second.pod)[0]) == ["n1", "n9"]
+    assert [name_of(t) for t in required_terms(first.pod)] == ["n1"]
+    assert [name_of(t) for t in required_terms(second.pod)] == ["n1", "n9"]
 
 
 def test_narrowing_leaves_leaders_and_waiting_followers_without_names() -> None:
