@@ -25,6 +25,7 @@ import asyncio
 import ssl
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,19 @@ def scraper_token(plane: ControlPlane, workdir: Path) -> str:
 class UpstreamController(Controller):
     """Upstream's `jobset-manager` binary as a child process; `src` is its bin directory."""
 
-    def __init__(self, *args: Any, token: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        token: str,
+        feature_gates: Mapping[str, bool] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """`webhook_certs` (a keyword of `Controller`): the pair its webhook server serves;
-        by default one issued here by the control plane's CA."""
+        by default one issued here by the control plane's CA. `feature_gates`: its
+        Configuration's featureGates (upstream reads gates from the file only)."""
         super().__init__(*args, **kwargs)
         self.token = token
+        self.feature_gates = dict(feature_gates or {})
 
     async def start(self, limit: float = 300.0) -> float:
         """Start; returns the seconds from spawning the process to /readyz answering 200."""
@@ -79,6 +88,7 @@ class UpstreamController(Controller):
                     },
                     "leaderElection": {"leaderElect": False},
                     "clientConnection": {"qps": 500, "burst": 500},
+                    **({"featureGates": self.feature_gates} if self.feature_gates else {}),
                 }
             )
         )
