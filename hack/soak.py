@@ -25,6 +25,7 @@ from typing import Any
 
 from jobset_controller_dev.soak.report import table
 from jobset_controller_dev.soak.run import Options, run
+from jobset_controller_dev.soak.stack import QUEUE_CPU
 
 FLAGS = (
     "minutes",
@@ -37,6 +38,7 @@ FLAGS = (
     "stuck_after",
     "drain_limit",
     "delete_finished",
+    "queue_cpu",
 )
 
 
@@ -59,6 +61,9 @@ def arguments() -> argparse.Namespace:
         default=120.0,
         help="judge and delete each JobSet this many seconds after it finished (at least the "
         "120 s settle bound); 0 keeps every finished JobSet",
+    )
+    parser.add_argument(
+        "--queue-cpu", type=int, default=QUEUE_CPU, help="cpu of each of Kueue's two queues"
     )
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path, help="the figures as JSON")

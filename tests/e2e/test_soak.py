@@ -43,6 +43,7 @@ def test_three_minutes_of_churn_with_every_fault_break_no_invariant(tmp_path: Pa
         slow_seconds=15,
         settle_bound=scaled(240),
         queue_never_empty=scaled(240),
+        queue_cpu=8,
     )
     result = run(options)
     report = table([result.figures()])

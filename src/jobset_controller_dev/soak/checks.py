@@ -44,6 +44,8 @@ def outcome(record: Record) -> list[Violation]:
     equal the attempts whose Jobs existed."""
     name, expect = record.workload.name, record.workload.expect
     found = []
+    if queued(record):
+        return []  # Kueue's backlog, not a promise of the controller's (`queued`)
     if record.terminal is None:
         return [
             Violation("not-finished", name, f"no terminal condition (restarts {record.restarts})")
@@ -180,6 +182,14 @@ def ripe(record: Record, now: float, bound: float = SETTLE_BOUND) -> bool:
     if record.workload.expect.deleted_after is not None:
         return False
     return now - record.terminal_seen >= bound
+
+
+def queued(record: Record) -> bool:
+    """Not terminal and suspended: waiting for Kueue to admit it (again). Only Kueue sets
+    `spec.suspend` here, so a JobSet Kueue admitted and the controller then failed to run is not
+    queued: the stuck rule catches it. Reported as a count, not as a violation: how much the
+    queues hold at the end is the soak's quota against its arrival rate."""
+    return record.terminal is None and record.suspended and record.deleted_seen is None
 
 
 def finished(record: Record) -> bool:

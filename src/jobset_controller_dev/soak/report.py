@@ -13,6 +13,10 @@ from typing import Any
 Figures = Mapping[str, Any]
 
 
+def _drains(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values) or "-"
+
+
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
@@ -24,6 +28,8 @@ def _percent(value: float | None) -> str:
 ROWS: list[tuple[str, Callable[[Figures], object]]] = [
     ("JobSets created", lambda f: f["created"]),
     ("JobSets finished", lambda f: f["finished"]),
+    ("JobSets still queued by Kueue at the end", lambda f: f.get("queued_at_end", 0)),
+    ("s from a burst to an empty queue", lambda f: _drains(f.get("burst_drains") or [])),
     ("invariant violations", lambda f: len(f["violations"])),
     ("last pod event -> terminal p50", lambda f: _seconds(f["latency_p50"])),
     ("last pod event -> terminal p99", lambda f: _seconds(f["latency_p99"])),

@@ -28,7 +28,10 @@ from jobset_controller_dev.soak.mix import (
 
 NODES_PER_RACK: Final = 4
 EXCLUSIVE_RACKS: Final = 4
-QUEUE_CPU: Final = "8"  # per ClusterQueue: two queued JobSets (4 pods of 1 cpu) each
+# cpu per ClusterQueue: each queued JobSet has 4 pods of 1 cpu. 16 holds four at once per queue:
+# at 2 JobSets a second a tenth of the mix is queued, and with 8 the queues' capacity was about
+# the arrival rate, so an hour's backlog (with four bursts) never drained (docs/reliability.md).
+QUEUE_CPU: Final = 16
 
 
 def node_specs(total: int) -> list[NodeSpec]:
@@ -63,9 +66,10 @@ def _create(cluster: FullCluster, path: str, body: dict[str, Any]) -> None:
         raise ControlPlaneError(f"POST {path}: {status} {reply}")
 
 
-def kueue_objects(cluster: FullCluster, namespace: str) -> None:
-    """A flavor, two ClusterQueues in one cohort (the high queue reclaims what the low one
-    borrowed), a LocalQueue for each in `namespace`, and the two priorities."""
+def kueue_objects(cluster: FullCluster, namespace: str, queue_cpu: int = QUEUE_CPU) -> None:
+    """A flavor, two ClusterQueues of `queue_cpu` cpu in one cohort (the high queue reclaims
+    what the low one borrowed), a LocalQueue for each in `namespace`, and the two
+    priorities."""
     kueue = {"apiVersion": KUEUE_API_VERSION}
     _create(
         cluster,
@@ -87,7 +91,10 @@ def kueue_objects(cluster: FullCluster, namespace: str) -> None:
                 {
                     "coveredResources": ["cpu"],
                     "flavors": [
-                        {"name": "soak", "resources": [{"name": "cpu", "nominalQuota": QUEUE_CPU}]}
+                        {
+                            "name": "soak",
+                            "resources": [{"name": "cpu", "nominalQuota": str(queue_cpu)}],
+                        }
                     ],
                 }
             ],

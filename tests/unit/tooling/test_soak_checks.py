@@ -121,3 +121,16 @@ def test_the_janitor_leaves_a_jobset_its_ttl_deletes_to_the_end() -> None:
     ttl = record("ttl", terminal="Completed", terminal_seen=10.0)
     assert ttl.workload.expect.deleted_after is not None
     assert not checks.ripe(ttl, now=1000.0)
+
+
+def test_a_jobset_kueue_still_holds_at_the_end_is_queued_not_a_broken_promise() -> None:
+    waiting = record("queued-low", suspended=True)
+    assert checks.queued(waiting)
+    assert checks.outcome(waiting) == []
+    assert not checks.finished(waiting)
+
+
+def test_a_jobset_kueue_admitted_that_never_finished_is_still_not_finished() -> None:
+    admitted = record("queued-low", suspended=False)
+    assert not checks.queued(admitted)
+    assert kinds(checks.outcome(admitted)) == ["not-finished"]
