@@ -53,6 +53,8 @@ class Record:
     restarts_at_terminal: int | None = None
     # restart count -> wall-clock second (RFC 3339) when the observer first saw it
     restart_seen_wall: dict[int, str] = field(default_factory=dict)
+    # restart count -> monotonic time the observer first saw it
+    restart_seen: dict[int, float] = field(default_factory=dict)
     suspended: bool = False
     deleted_seen: float | None = None
     version: str = ""
@@ -169,6 +171,7 @@ class Observer:
         restarts = int(status.get("restarts") or 0)
         if restarts != record.restarts or restarts not in record.restart_seen_wall:
             record.restart_seen_wall.setdefault(restarts, _wall_now())
+            record.restart_seen.setdefault(restarts, now)
         record.restarts = restarts
         record.suspended = bool((obj.get("spec") or {}).get("suspend"))
         terminal = _terminal(obj)

@@ -274,6 +274,7 @@ class Soak:
         self.creating: set[asyncio.Task[None]] = set()
         self.bursts = 0
         self.burst_at: float | None = None  # the last burst not yet worked off
+        self.kills: list[float] = []  # monotonic times of the leader SIGKILLs
         self.thawing: list[asyncio.Task[None]] = []
         self.busy: set[str] = set()  # replicas a fault is ending and starting
         self.last_report = time.monotonic()
@@ -356,6 +357,8 @@ class Soak:
                 return "no leader"
             sig = signal.SIGKILL if kind == "leader-sigkill" else signal.SIGTERM
             self.busy.add(leader.name)
+            if sig == signal.SIGKILL:
+                self.kills.append(time.monotonic())
             try:
                 code = await asyncio.to_thread(leader.end, sig)
                 if sig == signal.SIGTERM and code != 0:
@@ -601,7 +604,7 @@ class Soak:
         bound = self.options.settle_bound
         deadline = time.monotonic() + bound
         while True:
-            found = checks.final(records, time.monotonic() + bound, bound)
+            found = checks.final(records, time.monotonic() + bound, bound, self.kills)
             if not found or time.monotonic() > deadline:
                 return found
             await asyncio.sleep(2)  # until the children of the last JobSets are gone
@@ -621,7 +624,7 @@ class Soak:
                 if not checks.ripe(record, now, after):
                     continue
                 record.judged = True
-                self.judged(checks.final([record], now, self.options.settle_bound))
+                self.judged(checks.final([record], now, self.options.settle_bound, self.kills))
                 self.observer.spawn(self._delete(record.workload.name))
 
     async def _delete(self, name: str) -> None:

@@ -134,3 +134,25 @@ def test_a_jobset_kueue_admitted_that_never_finished_is_still_not_finished() -> 
     admitted = record("queued-low", suspended=False)
     assert not checks.queued(admitted)
     assert kinds(checks.outcome(admitted)) == ["not-finished"]
+
+
+def test_a_missing_event_of_a_transition_next_to_a_leader_sigkill_is_excused() -> None:
+    # The status and the Event are two writes: a leader killed between them loses the Event.
+    killed = record(terminal="Completed", terminal_seen=100.0, restarts_at_terminal=0)
+    assert kinds(checks.events(killed)) == ["no-terminal-event"]
+    assert checks.events(killed, kills=[100.0 + checks.KILL_WINDOW]) == []
+    assert kinds(checks.events(killed, kills=[100.0 + checks.KILL_WINDOW + 1])) == [
+        "no-terminal-event"
+    ]
+
+
+def test_a_missing_restart_event_next_to_a_leader_sigkill_is_excused() -> None:
+    restarted = record(
+        terminal="Completed",
+        terminal_seen=300.0,
+        restarts_at_terminal=1,
+        restart_seen={0: 10.0, 1: 100.0},
+        events={"AllJobsCompleted"},
+    )
+    assert kinds(checks.events(restarted)) == ["no-restart-event"]
+    assert checks.events(restarted, kills=[95.0]) == []
