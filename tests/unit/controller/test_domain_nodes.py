@@ -33,8 +33,9 @@ def test_a_table_is_kept_until_forgotten() -> None:
 
 
 def test_the_pod_controller_forgets_on_every_node_join_leave_and_relabel() -> None:
+    # No request is made: no informer runs, the test feeds the node store and its handlers.
     controller = PodPlacementController(
-        object(),  # type: ignore[arg-type]  (no request is made: no informer runs)
+        object(),  # type: ignore[arg-type]
         enqueue=lambda key: None,
         recorder=object(),  # type: ignore[arg-type]
     )

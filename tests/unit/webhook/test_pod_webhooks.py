@@ -400,7 +400,7 @@ def test_narrowing_repeats_every_node_selector_term_of_the_template_once_per_nam
             }
         }
     }
-    domains = {"r1": ("n1", "n2")}
+    domains: dict[str, tuple[str, ...]] = {"r1": ("n1", "n2")}
     decision = decide_mutation(follower, "ns", narrowing(domains, pod(0, node="n1")), REJECT)
     assert decision.pod is not None
     terms = required_terms(decision.pod)
@@ -422,7 +422,7 @@ def test_a_domain_larger_than_the_term_limit_keeps_only_the_node_selector() -> N
 
 
 def test_narrowing_lists_the_domains_nodes_as_cached_at_each_admission() -> None:
-    domains = {"r1": ("n1",)}
+    domains: dict[str, tuple[str, ...]] = {"r1": ("n1",)}
     admit = narrowing(domains, pod(0, node="n1"))
     first = decide_mutation(pod(1), "ns", admit, REJECT)
     domains["r1"] = ("n1", "n9")  # a node joined the domain
