@@ -334,6 +334,28 @@ def test_placement_bench_runs_at_its_smallest_size(tmp_path: Path) -> None:
 
 
 @UPSTREAM
+def test_pod_scale_bench_runs_at_its_smallest_size(tmp_path: Path) -> None:
+    """Both sides at one checkpoint of one pod: a JobSet of one Job of one pod in racks of one
+    node, each controller started fresh on it and measured, the cluster's row beside them."""
+    out = run_bench(
+        tmp_path, "pod_scale_bench.py",
+        "--pods", "1", "--step", "1", "--jobs", "1", "--pods-per-job", "1", "--rack-nodes", "1",
+        within=scaled(600),
+    )  # fmt: skip
+    has(
+        out,
+        r"\| pods \| side \| s to ready \| CPU s to quiet \| VmRSS MiB \| VmHWM MiB \| "
+        r"API requests \|",
+        *(
+            rf"\| 1 \| {side} \| {N} \| {N} \| {N} \| {N} \| {N} \|"
+            for side in ("ours", "upstream")
+        ),
+        rf"1 pods: ours / upstream VmRSS {N}x, VmHWM {N}x",
+        rf"\| 1 \| {N} \| {N} \| {N} \| {N} \| {N} \| {N} \| {N} \|",
+    )
+
+
+@UPSTREAM
 def test_recovery_bench_runs_at_its_smallest_size(tmp_path: Path) -> None:
     """Every restart path, ours and upstream's, one pod per Job, one-second grace periods, a
     five-second window for the runs expected to stay stuck. Two racks of two nodes is the
