@@ -26,9 +26,11 @@ local control plane (etcd and kube-apiserver), each server serving the same cert
   and the client's own CPU (to show the client is not the limit);
 - busy: the same cells again while the controller reconciles one JobSet of `--busy-jobs` (1000)
   Jobs created at the window's start: the window lasts until all its Jobs exist, so it is the
-  reconcile's own length. Ours runs its webhook server on the event loop its reconciles use;
-  this shows what a busy reconcile adds to admission latency. The JobSet and its Jobs are
-  deleted after each busy cell, and the controller settles, before the next one.
+  reconcile's own length. Ours serves the webhooks from an event loop on a thread of its own
+  (runtime/loopthread.py), beside the loop its reconciles use; this shows what a busy reconcile
+  still adds to admission latency (`--src before=<tree>` puts an older tree beside it). The
+  JobSet and its Jobs are deleted after each busy cell, and the controller settles, before the
+  next one.
 
 Both controllers: leader election off, the same client budget (QPS 500, burst 500), no webhook
 configurations registered (reviews go to the servers directly, never through the API server),

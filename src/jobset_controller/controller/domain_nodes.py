@@ -10,10 +10,15 @@ lookup (one pass over the cache) and dropped whenever a node is added, deleted o
 between node changes a lookup is a dict read, after one a single pass. Why lazy and per key: a
 cluster has one or two topology keys in use, nodes change rarely against pod admissions, and an
 index of every label of every node would cost memory at 5,000 nodes for keys nobody asks about.
+
+Threads: `names` is called on the webhook server's thread, `forget` on the loop's (node events).
+A table built while a node changed is used for that one lookup but not kept (a generation count,
+compared and stored under a lock), so a forget is never undone by a build that began before it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -25,16 +30,23 @@ class DomainNodes:
         """`nodes`: the cached nodes at the time of the call (the informer's store)."""
         self._nodes = nodes
         self._by_key: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._generation = 0  # node changes seen
+        self._lock = threading.Lock()
 
     def names(self, key: str, value: str) -> tuple[str, ...]:
         table = self._by_key.get(key)
         if table is None:
-            table = self._by_key[key] = self._build(key)
+            began = self._generation
+            table = self._build(key)  # outside the lock: a pass over every node
+            with self._lock:
+                if began == self._generation:
+                    self._by_key[key] = table
         return table.get(value, ())
 
     def forget(self) -> None:
         """A node was added, deleted or relabelled: every table is rebuilt on its next use."""
-        if self._by_key:
+        with self._lock:
+            self._generation += 1
             self._by_key.clear()
 
     def _build(self, key: str) -> dict[str, tuple[str, ...]]:

@@ -12,7 +12,10 @@ closes when its task is cancelled, so however the run ends no port stays open.
 - webhooks (WEBHOOKS): the rotator and the certificate watcher, then the server, which listens
   once a certificate is loaded, retrying while the port is taken (a previous process on the
   host network still holding it): 1 s doubling to 30 s. Not fatal: reconciling needs no
-  webhook, and /readyz's `webhook` check says it is not served until it is.
+  webhook, and /readyz's `webhook` check says it is not served until it is. The server runs on
+  an event loop of its own thread (runtime/loopthread.py: a long reconcile pass on the main
+  loop does not hold up an answer); its one call into the API client, the existing-claim
+  lookup, is run on the main loop, which the client belongs to.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from jobset_controller.controller.resources import PVCS
 from jobset_controller.manager.certificates import MetricsTLS, WebhookTLS
 from jobset_controller.runtime.client import KubeClient, NotFound
 from jobset_controller.runtime.clock import Clock
+from jobset_controller.runtime.loopthread import LoopThread, on_loop
 from jobset_controller.runtime.metrics_and_health import HealthServer, MetricsServer
 from jobset_controller.runtime.metricsauth import DelegatingAuth
 from jobset_controller.runtime.runnables import Group, Runnable
@@ -92,6 +96,7 @@ class Webhooks:
     tls: WebhookTLS
     clock: Clock
     port: int | None = field(default=None)
+    thread: LoopThread = field(default_factory=lambda: LoopThread("webhook"))
 
     def serving(self) -> bool:
         """Readiness: a certificate from disk is loaded and the server listens with it."""
@@ -108,10 +113,11 @@ class Webhooks:
     async def _listen(self) -> None:
         try:
             await self.tls.files.wait_loaded()
+            self.thread.start()
             delay = LISTEN_RETRY_FIRST
             while True:
                 try:
-                    await self.server.start()
+                    await self.thread.call(self.server.start)
                     break
                 except OSError as error:
                     log.error("webhook server cannot listen", error=str(error), retry_in_s=delay)
@@ -120,7 +126,9 @@ class Webhooks:
             self.port = self.server.port
             await asyncio.Event().wait()
         finally:
-            await self.server.stop()
+            if self.server.listening:
+                await self.thread.call(self.server.stop)
+            await self.thread.stop()
 
 
 def webhooks(
@@ -137,7 +145,9 @@ def webhooks(
     """The webhook server; `claims` is the controller's PVC cache (existing claims' names)."""
 
     server = WebhookServer(
-        lookup_claim=claim_lookup(lambda path: client.get(path), claims),
+        lookup_claim=on_loop(
+            asyncio.get_running_loop(), claim_lookup(lambda path: client.get(path), claims)
+        ),
         features=features,
         ssl_context=tls.files.context,
         host=config.webhook.host,

@@ -62,6 +62,7 @@ import errno
 import http
 import socket
 import ssl
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -117,10 +118,12 @@ class AcceptErrors:
 
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()  # the webhook server counts from a thread of its own
 
     def inc(self, server: str, code: int) -> None:
         key = (server, errno.errorcode.get(code, str(code)))
-        self._counts[key] = self._counts.get(key, 0) + 1
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
 
     def value(self, server: str, code: int) -> int:
         return self._counts.get((server, errno.errorcode.get(code, str(code))), 0)
@@ -152,49 +155,68 @@ class BodyBudget:
     frees nothing) and charged, so the budget may be exceeded by at most one read per
     connection, and the bodies after it wait.
 
-    A waiter learns of its reservation on the loop's next turn (``call_soon``), never inside
+    A waiter learns of its reservation on its own loop's next turn (``call_soon``), never inside
     `release`: that runs while another connection parses what is in the server's shared read
     buffer, and a waiter that went on at once could read into it. A reservation delivered to a
     waiter that no longer wants it (its connection closed, its request refused) is handed back.
+
+    Servers on other threads share it (the webhook server runs on a thread of its own:
+    runtime/loopthread.py): the counts are changed under a lock, and a waiter on another loop
+    is told through that loop (``call_soon_threadsafe``), so it runs on its own thread.
     """
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.used = 0
-        # Insertion order: the first come is the first considered.
-        self._waiting: dict[Callable[[int], None], int] = {}
+        self._lock = threading.Lock()
+        # Insertion order: the first come is the first considered. Each waiter with its loop.
+        self._waiting: dict[Callable[[int], None], tuple[int, asyncio.AbstractEventLoop]] = {}
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
 
     def reserve(self, size: int, granted: Callable[[int], None]) -> bool:
-        """Reserve `size` bytes now (True), or queue `granted`, to be called with `size` once
-        they are reserved for it (False)."""
-        if self.used + size <= self.total:
-            self.used += size
-            return True
-        self._waiting[granted] = size
-        return False
+        """Reserve `size` bytes now (True), or queue `granted`, to be called on the caller's
+        loop with `size` once they are reserved for it (False)."""
+        with self._lock:
+            if self.used + size <= self.total:
+                self.used += size
+                return True
+            self._waiting[granted] = (size, asyncio.get_running_loop())
+            return False
 
     def charge(self, size: int) -> None:
         """Count `size` bytes held already, whether or not they fit (a body that arrived with
         its head); released as a reservation is."""
-        self.used += size
+        with self._lock:
+            self.used += size
 
     def cancel(self, granted: Callable[[int], None]) -> None:
         """Leave the queue (the request was refused or its connection closed)."""
-        self._waiting.pop(granted, None)
+        with self._lock:
+            self._waiting.pop(granted, None)
 
     def release(self, size: int) -> None:
-        self.used -= size
-        loop: asyncio.AbstractEventLoop | None = None
-        for granted, wanted in list(self._waiting.items()):
-            if self.used + wanted <= self.total:
-                del self._waiting[granted]
-                self.used += wanted
-                loop = loop or asyncio.get_running_loop()
+        grants: list[tuple[Callable[[int], None], int, asyncio.AbstractEventLoop]] = []
+        with self._lock:
+            self.used -= size
+            for granted, (wanted, loop) in list(self._waiting.items()):
+                if self.used + wanted <= self.total:
+                    del self._waiting[granted]
+                    self.used += wanted
+                    grants.append((granted, wanted, loop))
+        if not grants:
+            return
+        here = asyncio.get_running_loop()
+        for granted, wanted, loop in grants:
+            if loop is here:
                 loop.call_soon(granted, wanted)
+                continue
+            try:
+                loop.call_soon_threadsafe(granted, wanted)
+            except RuntimeError:  # that loop is closed, and the connection with it
+                self.release(wanted)
 
 
 BODY_BUDGET: Final = BodyBudget(BODY_BUDGET_BYTES)

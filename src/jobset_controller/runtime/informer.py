@@ -172,12 +172,16 @@ class Store:
         return None if stored is None else self._read(stored)
 
     def by_index(self, index: str, value: str) -> list[Obj]:
+        """The objects the index names for `value`, by key. Safe to call from another thread
+        while the loop's thread changes the store (the webhook server reads the pod and node
+        caches from its own): an object removed between the index read and its own read is left
+        out, as it is gone."""
         keys = self._indexes[index].get(value)
         if keys is None:
             return []
-        if isinstance(keys, str):
-            return [self._read(self._items[keys])]
-        return [self._read(self._items[k]) for k in sorted(keys)]
+        names = [keys] if isinstance(keys, str) else sorted(keys)
+        held = [self._items.get(k) for k in names]
+        return [self._read(stored) for stored in held if stored is not None]
 
     def put(self, obj: Obj) -> Obj | None:
         """Insert or replace; returns the previous object."""

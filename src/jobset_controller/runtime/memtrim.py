@@ -23,6 +23,7 @@ import asyncio
 import ctypes
 import gc
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -126,20 +127,27 @@ class TrimAfterCloses:
         self._handle: asyncio.TimerHandle | None = None
         self._handle_loop: asyncio.AbstractEventLoop | None = None
         self.trims = 0
+        self._lock = threading.Lock()
 
     def closed(self) -> None:
-        self._closed += 1
-        if self._closed < self.burst:
-            return
+        """One connection ended (on any thread's loop: the webhook server has a thread of its
+        own). A trim due on a loop that still runs stands for every loop's closes; one due on a
+        loop that has closed (a test's earlier loop) never runs, so another is scheduled here."""
         loop = asyncio.get_running_loop()
-        if self._handle is not None and self._handle_loop is loop:
-            return  # one is already due
-        delay = max(self.settle, self._last + self.every - loop.time())
-        self._handle, self._handle_loop = loop.call_later(delay, self._run), loop
+        with self._lock:
+            self._closed += 1
+            if self._closed < self.burst:
+                return
+            due = self._handle_loop
+            if self._handle is not None and due is not None and not due.is_closed():
+                return  # one is already due
+            delay = max(self.settle, self._last + self.every - loop.time())
+            self._handle, self._handle_loop = loop.call_later(delay, self._run), loop
 
     def _run(self) -> None:
-        self._handle = self._handle_loop = None
-        closed, self._closed = self._closed, 0
+        with self._lock:
+            self._handle = self._handle_loop = None
+            closed, self._closed = self._closed, 0
         before = resident_bytes()
         started = time.perf_counter()
         collected = self._collect()

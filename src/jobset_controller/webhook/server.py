@@ -15,6 +15,10 @@ malformed request (not JSON, or not the shape of an AdmissionReview: `review.mal
 which) gets a 400 naming the problem, never a crash (500); a pod the placement decisions still
 cannot read is a 400 too.
 
+The manager runs the server on an event loop of its own thread (manager/servers.py): a
+handler reads nothing but the review, the injected lookups (safe to read while the main loop
+changes the caches behind them) and its own settings.
+
 Every request to a webhook path is measured under controller-runtime's metric names, so its
 dashboards work unchanged: `controller_runtime_webhook_requests_total{webhook, code}` (the path
 and the HTTP status code), `controller_runtime_webhook_latency_seconds{webhook}` (from the

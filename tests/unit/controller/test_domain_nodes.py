@@ -3,6 +3,7 @@ holds at each lookup, whatever nodes joined, left or were relabelled since the l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jobset_controller.controller.domain_nodes import DomainNodes
@@ -59,3 +60,21 @@ def test_the_pod_controller_forgets_on_every_node_join_leave_and_relabel() -> No
     assert gone is not None
     handlers.on_delete(gone)  # leaves
     assert controller.domain_nodes("rack", "r1") == ()
+
+
+def test_a_table_built_while_a_node_changed_is_not_kept() -> None:
+    """The webhook's thread builds, the loop's forgets: a forget that lands during a build must
+    not be undone by the build storing what it read before the change."""
+    nodes = [node("a", rack="r1")]
+    domains: DomainNodes
+
+    def changing() -> list[dict[str, Any]]:
+        seen = list(nodes)
+        nodes.append(node("b", rack="r1"))  # a node joins while the table is being built
+        domains.forget()
+        return seen
+
+    builds: Iterator[Callable[[], list[dict[str, Any]]]] = iter([changing, lambda: nodes])
+    domains = DomainNodes(lambda: next(builds)())
+    assert domains.names("rack", "r1") == ("a",)  # this lookup's own read
+    assert domains.names("rack", "r1") == ("a", "b")  # built again: the first was not kept

@@ -242,3 +242,13 @@ async def test_unloadable_credentials_exit_1_before_anything_is_built(tmp_path: 
     manager = Manager(options)
     assert await manager.run() == 1
     assert manager.controller is None
+
+
+def test_a_deposed_leaders_flush_lasts_as_long_as_the_recorders_retries() -> None:
+    """config.DEPOSED_EVENT_FLUSH_TIMEOUT restates the Event recorder's retry horizon (config.py
+    may not import the recorder: every command reads config at start-up); a change to either
+    must carry to the other."""
+    from jobset_controller.config import DEPOSED_EVENT_FLUSH_TIMEOUT
+    from jobset_controller.runtime.events import WRITE_RETRY_DELAYS
+
+    assert abs(DEPOSED_EVENT_FLUSH_TIMEOUT - sum(WRITE_RETRY_DELAYS)) <= 1.0

@@ -5,12 +5,14 @@ gets 503 if its time runs out first; nothing is allocated past the budget but on
 from __future__ import annotations
 
 import asyncio
+import threading
 from contextlib import AbstractAsyncContextManager
 
 import pytest
 from tests.unit.runtime.conftest import serving
 
 from jobset_controller.runtime.http1server import BodyBudget, HttpServer, Reply, Request
+from jobset_controller.runtime.loopthread import LoopThread
 from jobset_controller_dev.envtest.polling import eventually
 
 
@@ -181,3 +183,31 @@ async def test_a_body_that_came_whole_with_its_head_is_served_and_charged() -> N
 def test_a_server_whose_largest_body_exceeds_the_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="exceeds the body budget"):
         HttpServer({}, name="test", max_body=2000, body_budget=BodyBudget(1000))
+
+
+async def test_a_waiter_on_another_threads_loop_is_granted_on_that_loop() -> None:
+    """The webhook server waits for the budget on its own thread's loop; a release by a server
+    on the main loop hands it the reservation on the webhook's loop, never on the releaser's."""
+    budget = BodyBudget(1000)
+    assert budget.reserve(800, lambda size: None)
+    thread = LoopThread("test-budget-waiter")
+    thread.start()
+    granted: list[tuple[int, str]] = []
+    got = threading.Event()
+
+    def on_grant(size: int) -> None:
+        granted.append((size, threading.current_thread().name))
+        got.set()
+
+    async def wait_in_thread() -> bool:
+        return budget.reserve(500, on_grant)
+
+    try:
+        assert not await thread.call(wait_in_thread)  # queued: 800 + 500 > 1000
+        budget.release(800)  # on the main loop
+        assert await asyncio.to_thread(got.wait, 30)
+    finally:
+        await thread.stop()
+    assert granted == [(500, "test-budget-waiter")]
+    assert budget.used == 500
+    assert budget.waiting == 0

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from jobset_controller.runtime.clock import FakeClock
+from jobset_controller.runtime.loopthread import LoopThread
 from jobset_controller.runtime.memtrim import (
     TrimAfterCloses,
     malloc_trim,
@@ -130,3 +132,37 @@ async def test_fewer_closes_than_a_burst_never_trim() -> None:
     await asyncio.sleep(0)
     assert closes._handle is None  # nothing scheduled
     assert trims == []
+
+
+async def test_closes_on_two_threads_loops_share_one_trim_and_its_bound() -> None:
+    """The webhook server closes connections on its own thread's loop, the other servers on the
+    main loop: a trim due on either stands for both, so two bursts at once trim once, and the
+    next no sooner than `every` after it, whichever loop schedules it."""
+    main = asyncio.get_running_loop()
+    trims: list[tuple[float, str]] = []
+    trimmed = threading.Event()
+
+    def trim() -> bool:
+        trims.append((main.time(), threading.current_thread().name))
+        trimmed.set()
+        return True
+
+    closes = TrimAfterCloses(burst=2, settle=1.0, every=0.5, trim=trim, collect=lambda: 0)
+    thread = LoopThread("test-trim")
+    thread.start()
+
+    async def burst() -> None:
+        closes.closed()
+        closes.closed()
+
+    try:
+        await thread.call(burst)  # due on the thread's loop
+        await burst()  # on the main loop too: the one due stands for it
+        assert await asyncio.to_thread(trimmed.wait, 30)
+        trimmed.clear()
+        await burst()  # the next burst, from the main loop: not before `every`
+        assert await asyncio.to_thread(trimmed.wait, 30)
+    finally:
+        await thread.stop()
+    assert [name for _, name in trims] == ["test-trim", "MainThread"]
+    assert trims[1][0] - trims[0][0] >= 0.5
