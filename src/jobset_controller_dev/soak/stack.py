@@ -28,10 +28,13 @@ from jobset_controller_dev.soak.mix import (
 
 NODES_PER_RACK: Final = 4
 EXCLUSIVE_RACKS: Final = 4
-# cpu per ClusterQueue: each queued JobSet has 4 pods of 1 cpu. 16 holds four at once per queue:
-# at 2 JobSets a second a tenth of the mix is queued, and with 8 the queues' capacity was about
-# the arrival rate, so an hour's backlog (with four bursts) never drained (docs/reliability.md).
-QUEUE_CPU: Final = 16
+# cpu per ClusterQueue: each queued JobSet has 4 pods of 1 cpu, so 8 holds two at once per queue.
+# At 2 JobSets a second a tenth of the mix is queued and the queues' capacity is about the arrival
+# rate: Kueue's backlog grows over an hour (counted as queued at the end, not as violations). With
+# 16 the cluster ran more pods than 2 cores serve: kube-controller-manager's Job controller fell
+# 6-15 minutes behind (finished pods kept its finalizer that long) and every JobSet waited on it
+# (docs/reliability.md).
+QUEUE_CPU: Final = 8
 
 
 def node_specs(total: int) -> list[NodeSpec]:
