@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import ssl
-import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from jobset_controller.runtime.certs import CERT_FILE, KEY_FILE
 from jobset_controller.runtime.http1server import HttpServer, Reply, Request
-from jobset_controller.runtime.loopthread import SWITCH_INTERVAL, LoopThread, on_loop
+from jobset_controller.runtime.loopthread import LoopThread, on_loop
 from jobset_controller.runtime.servingtls import pair_context, self_signed_pem
 
 # A bound for waits that a working implementation ends at once; never slept.
@@ -112,17 +111,6 @@ async def test_on_loop_runs_the_function_on_its_loop_when_called_from_the_thread
 
     assert await thread.call(from_thread) == ("claim", main)
     assert await back("here") == ("here", main)  # on its own loop already: called directly
-
-
-async def test_starting_lowers_the_switch_interval() -> None:
-    before = sys.getswitchinterval()
-    thread = LoopThread("test-interval")
-    try:
-        thread.start()
-        assert sys.getswitchinterval() <= SWITCH_INTERVAL
-    finally:
-        await thread.stop()
-        sys.setswitchinterval(before)
 
 
 async def test_a_server_on_the_thread_answers_while_the_main_loop_is_held(
