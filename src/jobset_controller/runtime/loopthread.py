@@ -59,8 +59,7 @@ class LoopThread:
         running.wait()
 
     async def call(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        future = asyncio.run_coroutine_threadsafe(fn(), self.loop)
-        return await asyncio.wrap_future(future)
+        return await _run_on(self.loop, fn())
 
     async def stop(self) -> None:
         loop, thread = self._loop, self._thread
@@ -68,10 +67,16 @@ class LoopThread:
             return
         self._loop = self._thread = None
         if not loop.is_closed():
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_cancel_all(), loop))
+            await _run_on(loop, _cancel_all())
             loop.call_soon_threadsafe(loop.stop)
         await asyncio.to_thread(thread.join)
         loop.close()
+
+
+async def _run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on `loop` (another thread's) and await its outcome here; cancelling the
+    awaiting task cancels it there."""
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
 
 async def _cancel_all() -> None:
@@ -89,11 +94,12 @@ def on_loop(
     """`fn`, whose coroutines run on `loop` whichever loop awaits them."""
 
     async def on(*args: P.args, **kwargs: P.kwargs) -> T:
-        async def run() -> T:
+        if asyncio.get_running_loop() is loop:
             return await fn(*args, **kwargs)
 
-        if asyncio.get_running_loop() is loop:
-            return await run()
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), loop))
+        async def run() -> T:  # a coroutine of `fn`'s awaitable, for run_coroutine_threadsafe
+            return await fn(*args, **kwargs)
+
+        return await _run_on(loop, run())
 
     return on

@@ -133,11 +133,11 @@ class TrimAfterCloses:
         """One connection ended (on any thread's loop: the webhook server has a thread of its
         own). A trim due on a loop that still runs stands for every loop's closes; one due on a
         loop that has closed (a test's earlier loop) never runs, so another is scheduled here."""
-        loop = asyncio.get_running_loop()
         with self._lock:
             self._closed += 1
             if self._closed < self.burst:
                 return
+            loop = asyncio.get_running_loop()
             due = self._handle_loop
             if self._handle is not None and due is not None and not due.is_closed():
                 return  # one is already due
