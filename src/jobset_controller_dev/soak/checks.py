@@ -132,6 +132,15 @@ def latency(record: Record) -> float | None:
     return max(0.0, record.terminal_seen - record.pod_event_before_terminal)
 
 
+def controller_latency(record: Record) -> float | None:
+    """Seconds from the last Job end seen before the terminal condition to the condition: the
+    controller's share of `latency` (the rest is the Job controller counting the pods); None
+    when the JobSet ended with no Job finished (a JobSet judged by its pods alone, or none)."""
+    if record.terminal_seen is None or record.job_end_before_terminal is None:
+        return None
+    return max(0.0, record.terminal_seen - record.job_end_before_terminal)
+
+
 def slow(record: Record, bound: float = SETTLE_BOUND) -> list[Violation]:
     took = latency(record)
     if took is not None and took > bound:

@@ -49,6 +49,11 @@ class Record:
     terminal: str | None = None
     terminal_seen: float | None = None
     pod_event_before_terminal: float | None = None
+    # When a Job of this JobSet was last seen to finish (its Complete or Failed condition): the
+    # moment the JobSet controller can act, once kube-controller-manager's Job controller has
+    # counted the pods. Apart from the last pod event, it tells the cluster's delay from ours.
+    last_job_end: float | None = None
+    job_end_before_terminal: float | None = None
     restarts: int = 0
     restarts_at_terminal: int | None = None
     # restart count -> wall-clock second (RFC 3339) when the observer first saw it
@@ -80,13 +85,15 @@ def _terminal(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def _job_active(job: dict[str, Any]) -> bool:
-    if job["metadata"].get("deletionTimestamp"):
-        return False
+def _job_finished(job: dict[str, Any]) -> bool:
     for condition in (job.get("status") or {}).get("conditions") or ():
         if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
-            return False
-    return True
+            return True
+    return False
+
+
+def _job_active(job: dict[str, Any]) -> bool:
+    return not job["metadata"].get("deletionTimestamp") and not _job_finished(job)
 
 
 class Observer:
@@ -179,6 +186,7 @@ class Observer:
             record.terminal, record.terminal_seen = terminal, now
             record.restarts_at_terminal = restarts
             record.pod_event_before_terminal = record.last_pod_event
+            record.job_end_before_terminal = record.last_job_end
 
     def _job(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -191,6 +199,9 @@ class Observer:
             record.jobs.pop(uid, None)
             return
         attempt = int((meta.get("labels") or {}).get(RESTARTS_KEY) or 0)
+        seen = record.jobs.get(uid)
+        if _job_finished(obj) and (seen is None or seen.active):
+            record.last_job_end = record.last_progress  # this event's time, set above
         record.jobs[uid] = JobSeen(attempt, meta.get("creationTimestamp", ""), _job_active(obj))
 
     def _pod(self, kind: str, obj: dict[str, Any]) -> None:

@@ -33,6 +33,8 @@ ROWS: list[tuple[str, Callable[[Figures], object]]] = [
     ("invariant violations", lambda f: len(f["violations"])),
     ("last pod event -> terminal p50", lambda f: _seconds(f["latency_p50"])),
     ("last pod event -> terminal p99", lambda f: _seconds(f["latency_p99"])),
+    ("last Job end -> terminal p50", lambda f: _seconds(f.get("job_latency_p50"))),
+    ("last Job end -> terminal p99", lambda f: _seconds(f.get("job_latency_p99"))),
     ("API requests per JobSet", lambda f: f"{f['requests_per_jobset']:.1f}"),
     ("Job creates answered AlreadyExists", lambda f: f["already_exists"]),
     ("CPU (both replicas, every life)", lambda f: f"{f['cpu_seconds']:.0f} s"),

@@ -108,6 +108,7 @@ class Result:
     finished: int = 0
     violations: list[Violation] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    job_latencies: list[float] = field(default_factory=list)  # last Job end -> terminal
     faults: list[str] = field(default_factory=list)
     requests: int = 0
     already_exists: int = 0
@@ -141,6 +142,8 @@ class Result:
             "violations": [str(v) for v in self.violations],
             "latency_p50": checks.percentile(self.latencies, 0.5),
             "latency_p99": checks.percentile(self.latencies, 0.99),
+            "job_latency_p50": checks.percentile(self.job_latencies, 0.5),
+            "job_latency_p99": checks.percentile(self.job_latencies, 0.99),
             "requests_per_jobset": self.requests / max(1, self.finished),
             "already_exists": self.already_exists,
             "cpu_seconds": self.cpu,
@@ -683,6 +686,7 @@ async def _soak(
         result.finished = sum(checks.finished(r) for r in every)
         result.queued_at_end = sum(checks.queued(r) for r in every)
         result.latencies = [t for r in every if (t := checks.latency(r)) is not None]
+        result.job_latencies = [t for r in every if (t := checks.controller_latency(r)) is not None]
         for record in every:
             took = checks.latency(record)
             if took is not None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import random
+from typing import Any, cast
 
+from jobset_controller.api.constants import JOBSET_NAME_KEY
+from jobset_controller.runtime.client import KubeClient
 from jobset_controller_dev.soak import checks, mix
-from jobset_controller_dev.soak.observer import JobSeen, Record
+from jobset_controller_dev.soak.observer import JobSeen, Observer, Record
 
 
 def record(shape: str = "all", **fields: object) -> Record:
@@ -156,3 +159,30 @@ def test_a_missing_restart_event_next_to_a_leader_sigkill_is_excused() -> None:
     )
     assert kinds(checks.events(restarted)) == ["no-restart-event"]
     assert checks.events(restarted, kills=[95.0]) == []
+
+
+def test_the_controllers_latency_runs_from_the_last_job_end_before_the_terminal() -> None:
+    done = record(terminal="Completed", terminal_seen=50.0, pod_event_before_terminal=10.0,
+                  job_end_before_terminal=48.5)  # fmt: skip
+    assert checks.latency(done) == 40.0  # the Job controller took 38.5 s of it
+    assert checks.controller_latency(done) == 1.5
+    assert checks.controller_latency(record(terminal="Completed", terminal_seen=50.0)) is None
+    assert checks.controller_latency(record(job_end_before_terminal=48.5)) is None
+
+
+def test_the_observer_takes_a_jobs_end_when_its_finished_condition_first_appears() -> None:
+    observer = Observer(cast(KubeClient, None), "soak")
+    seen = observer.expect(mix.build("soak-00001-all", "all", random.Random(0)))
+
+    def job(*conditions: str) -> dict[str, Any]:
+        labels = {JOBSET_NAME_KEY: "soak-00001-all"}
+        status = {"conditions": [{"type": c, "status": "True"} for c in conditions]}
+        return {"metadata": {"uid": "u1", "labels": labels}, "status": status}
+
+    observer._job("ADDED", job())
+    assert seen.last_job_end is None
+    observer._job("MODIFIED", job("Complete"))
+    assert seen.last_job_end is not None
+    seen.last_job_end = -1.0  # marked: a later update of the finished Job must not move it
+    observer._job("MODIFIED", job("Complete", "SuccessCriteriaMet"))
+    assert seen.last_job_end == -1.0
