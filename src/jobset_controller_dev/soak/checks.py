@@ -125,20 +125,22 @@ def settled(record: Record, now: float, bound: float = SETTLE_BOUND) -> list[Vio
     return found
 
 
+def _to_terminal(record: Record, since: float | None) -> float | None:
+    if record.terminal_seen is None or since is None:
+        return None
+    return max(0.0, record.terminal_seen - since)
+
+
 def latency(record: Record) -> float | None:
     """Seconds from the last pod event before the terminal condition to the condition."""
-    if record.terminal_seen is None or record.pod_event_before_terminal is None:
-        return None
-    return max(0.0, record.terminal_seen - record.pod_event_before_terminal)
+    return _to_terminal(record, record.pod_event_before_terminal)
 
 
 def controller_latency(record: Record) -> float | None:
     """Seconds from the last Job end seen before the terminal condition to the condition: the
     controller's share of `latency` (the rest is the Job controller counting the pods); None
     when the JobSet ended with no Job finished (a JobSet judged by its pods alone, or none)."""
-    if record.terminal_seen is None or record.job_end_before_terminal is None:
-        return None
-    return max(0.0, record.terminal_seen - record.job_end_before_terminal)
+    return _to_terminal(record, record.job_end_before_terminal)
 
 
 def slow(record: Record, bound: float = SETTLE_BOUND) -> list[Violation]:

@@ -193,7 +193,8 @@ class Observer:
         record = self.records.get((meta.get("labels") or {}).get(JOBSET_NAME_KEY, ""))
         if record is None:
             return
-        record.last_progress = time.monotonic()
+        now = time.monotonic()
+        record.last_progress = now
         uid = meta["uid"]
         if kind == "DELETED":
             record.jobs.pop(uid, None)
@@ -201,7 +202,7 @@ class Observer:
         attempt = int((meta.get("labels") or {}).get(RESTARTS_KEY) or 0)
         seen = record.jobs.get(uid)
         if _job_finished(obj) and (seen is None or seen.active):
-            record.last_job_end = record.last_progress  # this event's time, set above
+            record.last_job_end = now
         record.jobs[uid] = JobSeen(attempt, meta.get("creationTimestamp", ""), _job_active(obj))
 
     def _pod(self, kind: str, obj: dict[str, Any]) -> None:
