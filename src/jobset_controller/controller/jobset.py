@@ -50,6 +50,7 @@ from jobset_controller.controller.informers import OWNER_UID, build_informers
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import JOBSET_PODS
 from jobset_controller.controller.restart_timeline import RestartMetrics, RestartTimeline
+from jobset_controller.controller.status_counts import ProgressCountBatch
 from jobset_controller.reconcile import Plan, Snapshot
 from jobset_controller.reconcile.catalogue import (
     INVALID_JOBSET_EVENT,
@@ -124,6 +125,7 @@ class JobSetController:
         pods: Informer | None = None,
         scheduling_api: bool = False,
         restart_metrics: RestartMetrics | None = None,
+        progress_counts: ProgressCountBatch | None = None,
     ) -> None:
         """`placement_mode` says whether the pod webhooks are active (None: never, the
         affinity-in-job fallback; nothing is probed). `defer_children` is the Configuration's
@@ -134,7 +136,8 @@ class JobSetController:
         by JobSet (`pods.JOBSET_PODS`), given with the InPlaceRestart gate only.
         `scheduling_api`: with the JobSetWorkloadAwareSchedulingAPI gate, discovery found
         scheduling.k8s.io/v1beta1; the Workload and PodGroup informers are then built here
-        (`controller.gang`)."""
+        (`controller.gang`). `progress_counts`: when status writes of progress counters alone
+        go out (`controller.status_counts`); None writes every status at once."""
         self._placement_mode = placement_mode
         self._pods = pods
         self._enqueue = enqueue
@@ -160,6 +163,7 @@ class JobSetController:
         self._recorder = recorder
         self._features = features
         self._now = now
+        self._progress_counts = progress_counts
         self._written: dict[str, int] = {}  # key -> resourceVersion of our last status write
         self.stale_skips = 0
         self.expectation_skips = 0
@@ -280,6 +284,8 @@ class JobSetController:
         raw = self.jobsets.store.get(key)
         if raw is None:
             self._written.pop(key, None)
+            if self._progress_counts is not None:
+                self._progress_counts.forget(key)
             self.expectations.forget(key)
             self.restarts.forget(key)
             return None  # deleted: the garbage collector removes the children
@@ -297,7 +303,10 @@ class JobSetController:
                 ObjectRef.from_object(raw), WARNING, INVALID_JOBSET_EVENT, message
             )
             return None
-        plan = await self._plan(snapshot)
+        decided = await self._plan(snapshot)
+        plan, counts_due = decided, None
+        if self._progress_counts is not None:
+            plan, counts_due = self._progress_counts.hold(key, raw.get("status"), decided)
         if not plan.is_empty():
             names = plan.names_to_create()
             self.expectations.expect(key, uid, names)
@@ -322,7 +331,7 @@ class JobSetController:
             if plan.status is not None and written is None:
                 self.restarts.forget(key)  # deleted while this pass ran
                 return None
-        self._follow_restart(key, raw, snapshot, plan)
-        if plan.requeue_after is not None:
-            return Result(requeue_after=plan.requeue_after)
-        return None
+        # The timeline follows the Jobs as the pass saw them, held counters included.
+        self._follow_restart(key, raw, snapshot, decided)
+        due = [t for t in (plan.requeue_after, counts_due) if t is not None]
+        return Result(requeue_after=min(due)) if due else None

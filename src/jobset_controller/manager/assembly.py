@@ -100,6 +100,7 @@ async def build(
         failed_pods=pods.controller.failed_pods,
         pods=pods.controller if features.in_place_restart else None,
         scheduling_api=scheduling_api,
+        progress_count_period=config.progress_counts.batch_period,
     )
 
     register_build_info(registry)

@@ -33,6 +33,7 @@ from jobset_controller.controller.jobset import FailedPods, JobSetController
 from jobset_controller.controller.placement_mode import PlacementMode
 from jobset_controller.controller.pods import PodPlacementController
 from jobset_controller.controller.restart_timeline import RestartMetrics
+from jobset_controller.controller.status_counts import ProgressCountBatch
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.clock import Clock, RandomSource, wait_for
 from jobset_controller.runtime.events import EventMetrics, EventRecorder
@@ -237,8 +238,11 @@ def jobset_unit(
     failed_pods: FailedPods | None = None,
     pods: PodPlacementController | None = None,
     scheduling_api: bool = False,
+    progress_count_period: float = 0.0,
 ) -> JobSetUnit:
-    """`pods`: with the InPlaceRestart gate, the pod controller whose cache the in-place pass
+    """`progress_count_period`: the Configuration's `progressCounts.batchPeriod`
+    (`controller.status_counts`; 0 writes every status at once). `pods`: with the InPlaceRestart
+    gate, the pod controller whose cache the in-place pass
     reads; its JobSet pods' changes then wake this unit's JobSets. `failed_pods`: the pod
     cache's failed pods of a JobSet (`PodPlacementController.failed_pods`)."""
     queue, recorder = _queue_and_recorder(JOBSET, wiring)
@@ -257,6 +261,7 @@ def jobset_unit(
         features=features,
         clock=wiring.clock,
         rng=wiring.rng,
+        progress_counts=ProgressCountBatch(wiring.clock, progress_count_period),
     )
     if pods is not None:
         pods.on_jobset_pod = controller.pod_changed

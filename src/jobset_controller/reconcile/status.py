@@ -22,10 +22,13 @@ steady JobSet writes nothing, whatever order or spelling its stored status has; 
 stored list in another order is put in order by the next write that changes something.
 """
 
-from collections.abc import Mapping
-from typing import Any
+from __future__ import annotations
 
-from jobset_controller.reconcile.draft import IndexCounts, StatusDraft
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # names only: the draft loads the API models, which a start defers
+    from jobset_controller.reconcile.draft import IndexCounts, StatusDraft
 
 # Per-replicatedJob arrays of the RestartJob gate, with the draft field that holds each.
 _JOB_RESTART_ARRAYS = (
@@ -119,4 +122,34 @@ def _normalised(status: Mapping[str, Any]) -> dict[str, Any]:
             ),
             key=lambda entry: str(entry["name"]),
         )
+    return out
+
+
+# The per-replicatedJob counters whose changes alone a controller may hold back a moment
+# (`controller.status_counts`): they follow the Jobs' pods from second to second. `failed` is not
+# among them: a failure is news an operator (or an alert) should see in the pass that saw it.
+PROGRESS_COUNTS = ("active", "ready", "succeeded", "suspended")
+
+
+def differs_only_in_progress_counts(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """`new` says what `old` says except for some `PROGRESS_COUNTS` of replicatedJobs both
+    statuses list (same names, same conditions, restarts, terminal state and every other field).
+
+    False when the two are the same (there is nothing to write, held or not).
+    """
+    if same_status(old, new):
+        return False
+    return _normalised(_without_progress_counts(old)) == _normalised(_without_progress_counts(new))
+
+
+def _without_progress_counts(status: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(status)
+    entries = status.get("replicatedJobsStatus")
+    if isinstance(entries, list):
+        out["replicatedJobsStatus"] = [
+            {k: v for k, v in entry.items() if k not in PROGRESS_COUNTS}
+            if isinstance(entry, Mapping)
+            else entry
+            for entry in entries
+        ]
     return out

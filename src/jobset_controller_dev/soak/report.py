@@ -48,6 +48,14 @@ ROWS: list[tuple[str, Callable[[Figures], object]]] = [
 ]
 
 
+def requests_by_kind(figures: Figures, top: int = 8) -> str:
+    """The most frequent kinds of request, per finished JobSet (`-` for runs before the key)."""
+    kinds: Mapping[str, int] = figures.get("requests_by_kind") or {}
+    per = max(1, int(figures["finished"]))
+    ranked = sorted(kinds.items(), key=lambda item: (-item[1], item[0]))[:top]
+    return ", ".join(f"{kind} {count / per:.2f}" for kind, count in ranked) or "-"
+
+
 def table(runs: Sequence[Figures]) -> str:
     width = max(len(label) for label, _ in ROWS)
     header = " | ".join([" " * width, *(str(f["controller"]) for f in runs)])
@@ -62,6 +70,7 @@ def table(runs: Sequence[Figures]) -> str:
         )
         lines += [f"  fault {fault}" for fault in figures["faults"]]
         lines += [f"  replica {line}" for line in figures["replica_exits"]]
+        lines.append(f"  API requests per finished JobSet: {requests_by_kind(figures)}")
         kinds = Counter(v.split(":", 1)[0] for v in figures["violations"])
         lines.append(f"  violations by kind: {dict(kinds) or 'none'}")
         lines += [f"  {v}" for v in figures["violations"][:50]]

@@ -111,6 +111,8 @@ class Result:
     job_latencies: list[float] = field(default_factory=list)  # last Job end -> terminal
     faults: list[str] = field(default_factory=list)
     requests: int = 0
+    # Requests by "verb resource[/subresource]", to tell which writes a controller spends.
+    requests_by_kind: dict[str, int] = field(default_factory=dict)
     already_exists: int = 0
     cpu: float = 0.0
     rss_start: int = 0
@@ -145,6 +147,7 @@ class Result:
             "job_latency_p50": checks.percentile(self.job_latencies, 0.5),
             "job_latency_p99": checks.percentile(self.job_latencies, 0.99),
             "requests_per_jobset": self.requests / max(1, self.finished),
+            "requests_by_kind": dict(sorted(self.requests_by_kind.items())),
             "already_exists": self.already_exists,
             "cpu_seconds": self.cpu,
             "rss_start_mib": self.rss_start / 2**20,
@@ -722,8 +725,11 @@ def _audit(cluster: FullCluster, result: Result) -> None:
     outside `FAULT_WINDOW` after a fault."""
     ids: set[str] = set()
     for event in cluster.iter_audit_events(service_account_user(LEASE_NAMESPACE, ACCOUNT)):
-        ids.add(event["auditID"])
         ref = event.get("objectRef") or {}
+        if event["auditID"] not in ids:
+            ids.add(event["auditID"])
+            kind = request_kind(event.get("verb", "?"), ref)
+            result.requests_by_kind[kind] = result.requests_by_kind.get(kind, 0) + 1
         code = (event.get("responseStatus") or {}).get("code")
         if event.get("verb") == "create" and ref.get("resource") == "jobs" and code == 409:
             if event.get("stage") != "ResponseComplete":
@@ -735,6 +741,14 @@ def _audit(cluster: FullCluster, result: Result) -> None:
                     Violation("already-exists", ref.get("name", "?"), "Job create answered 409")
                 )
     result.requests = len(ids)
+
+
+def request_kind(verb: str, ref: dict[str, Any]) -> str:
+    """`verb resource[/subresource]` of one audited request, e.g. `update jobsets/status`."""
+    resource = ref.get("resource", "?")
+    if ref.get("subresource"):
+        resource += "/" + ref["subresource"]
+    return f"{verb} {resource}"
 
 
 def _wall(stamp: str) -> float:

@@ -52,6 +52,12 @@ def test_recovery_options_are_read(tmp_path: Path) -> None:
     assert config.unreachable_node_pods.force_delete_after == 120.0
 
 
+def test_progress_counters_wait_a_second_unless_configured(tmp_path: Path) -> None:
+    assert load_configuration(None).progress_counts.batch_period == 1.0
+    config = load_configuration(write(tmp_path, "progressCounts:\n  batchPeriod: 250ms\n"))
+    assert config.progress_counts.batch_period == 0.25
+
+
 def test_follower_narrowing_is_off_unless_turned_on(tmp_path: Path) -> None:
     assert load_configuration(None).exclusive_placement.follower_node_affinity is False
     config = load_configuration(
@@ -151,6 +157,11 @@ deferredChildren:
             "unreachableNodePods:\n  forceDeleteAfter: -5s\n",
             "unreachableNodePods.forceDeleteAfter: invalid duration",
             id="negative-force-delete-after",
+        ),
+        pytest.param(
+            "progressCounts:\n  batchPeriod: 2m\n",
+            "progressCounts.batchPeriod: must be between 0s and 60s, got '2m'",
+            id="progress-counts-period-too-long",
         ),
         pytest.param(
             "earlyJobConditions:\n  enable: 'true'\n",

@@ -231,15 +231,18 @@ def test_recovery_options_are_rendered_into_a_configuration_the_controller_reads
     assert default.early_job_conditions.enable is False
     assert default.unreachable_node_pods.force_delete is True
     assert default.unreachable_node_pods.force_delete_after is None
+    assert default.progress_counts.batch_period == 1.0
     custom = parse_configuration(
         _config(
             _helm_template(
                 "controller.earlyJobConditions.enable=true",
                 "controller.unreachableNodePods.forceDelete=false",
                 "controller.unreachableNodePods.forceDeleteAfter=5m",
+                "controller.progressCounts.batchPeriod=0s",
             )
         )
     )
     assert custom.early_job_conditions.enable is True
     assert custom.unreachable_node_pods.force_delete is False
     assert custom.unreachable_node_pods.force_delete_after == 300.0
+    assert custom.progress_counts.batch_period == 0.0
