@@ -1,7 +1,11 @@
-"""Workloads and PodGroups a pass deleted that the cache still shows live (client-go's
-ControllerExpectations, for deletes; gang scheduling only).
+"""Jobs, Workloads and PodGroups a pass deleted that the cache still shows live (client-go's
+ControllerExpectations, for deletes).
 
-Why: a resume is held while an old PodGroup of the JobSet is Terminating
+Why, for Jobs: a pass that runs between a restart's DELETE of a Job and the watch event that
+shows its `deletionTimestamp` (another Job's event, 0.1-0.5 s later under load) would delete it
+again: in the soak's 5-minute mix 61 of 400 deleted Jobs were deleted twice (docs/reliability.md).
+
+Why, for gang scheduling: a resume is held while an old PodGroup of the JobSet is Terminating
 (``reconcile.gang.resume_hold``), and the pass reads that from the PodGroup cache's
 ``deletionTimestamp``. The suspend pass's DELETE is answered before the watch delivers the
 change; a resume pass that ran in between would read the old PodGroup as live, create no new one,

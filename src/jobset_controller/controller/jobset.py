@@ -154,7 +154,7 @@ class JobSetController:
             client, enqueue, clock=clock, rng=rng, job_seen=self.expectations.observed
         )
         self._scheduling_api = scheduling_api
-        # Workloads/PodGroups deleted by a pass and not yet shown Terminating by the cache.
+        # Jobs, Workloads, PodGroups deleted by a pass, not yet shown Terminating by the cache.
         self.deletions = DeleteExpectations(clock or RealClock())
         self.scheduling: tuple[Informer, Informer] | None = None
         if features.workload_aware_scheduling and scheduling_api:
@@ -188,7 +188,8 @@ class JobSetController:
         namespace = str(raw["metadata"]["namespace"])
         service = self.services.store.get(f"{namespace}/{jobset_subdomain(jobset)}")
         claims = self.pvcs.store.by_index("namespace", namespace)
-        jobs = tuple(self.jobs.store.by_index(OWNER_UID, uid))
+        view = self.deletions.view
+        jobs = tuple(view(job) for job in self.jobs.store.by_index(OWNER_UID, uid))
         return Snapshot(
             jobset=jobset,
             jobs=jobs,
@@ -311,7 +312,11 @@ class JobSetController:
             names = plan.names_to_create()
             self.expectations.expect(key, uid, names)
             self.deletions.deleted(
-                (write.uid for write in plan.scheduling_to_delete), format_time(snapshot.now)
+                (
+                    *(delete.uid for delete in plan.jobs_to_delete),
+                    *(write.uid for write in plan.scheduling_to_delete),
+                ),
+                format_time(snapshot.now),
             )
             created: set[str] = set()
             try:

@@ -1,12 +1,14 @@
-"""Delete expectations: a Workload or PodGroup a pass deleted reads as Terminating until the cache
-says so itself, and never longer than EXPIRY (controller/delete_expectations.py, one test per
-guarantee)."""
+"""Delete expectations: a Job, Workload or PodGroup a pass deleted reads as Terminating until the
+cache says so itself, and never longer than EXPIRY (controller/delete_expectations.py, one test
+per guarantee)."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from typing import Any
 
-from tests.unit.controller.conftest import PlanRecorder
+from tests.unit.controller.conftest import PlanRecorder, offline_controller
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.delete_expectations import EXPIRY, DeleteExpectations
@@ -122,3 +124,63 @@ async def test_a_resume_before_the_cache_shows_the_suspend_passes_delete_is_held
     assert held.jobs_to_create == ()
     assert held.pod_groups_to_create == ()
     assert held.requeue_after is not None
+
+
+class StatusWriter(PlanRecorder):
+    """Records each Plan and 'writes' its status into the stored JobSet, as the API would."""
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        super().__init__()
+        self.stored = stored
+
+    async def execute(
+        self, jobset: Any, plan: Any, *, on_created: Callable[[str], None] = lambda name: None
+    ) -> str | None:
+        self.plans.append(plan)
+        if plan.status is not None:
+            self.stored["status"] = copy.deepcopy(dict(plan.status))
+        return ""
+
+
+async def test_a_job_a_restart_deleted_is_not_deleted_again_while_the_cache_shows_it_live() -> None:
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    stored: dict[str, Any] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 3},
+            "replicatedJobs": [
+                {"name": "w", "replicas": 2, "template": {"spec": {"template": {"spec": pod}}}}
+            ],
+        },
+    }
+    executor = StatusWriter(stored)
+    ctl = offline_controller(executor, clock=FakeClock())
+    ctl.jobsets.store.put(stored)
+    await ctl.reconcile("ns/js")  # the first attempt's Jobs and Service
+    first = executor.plans[-1]
+    ctl.jobsets.store.put(stored)
+    jobs = []
+    for i, manifest in enumerate(first.jobs_to_create):
+        job = copy.deepcopy(dict(manifest))
+        job["metadata"]["uid"] = f"job-{i}"
+        jobs.append(job)
+    jobs[0]["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    for job in jobs:
+        ctl.jobs.store.put(job)
+    assert first.service_to_create is not None
+    service = copy.deepcopy(dict(first.service_to_create))
+    service["metadata"]["uid"] = "service"
+    ctl.services.store.put(service)
+
+    await ctl.reconcile("ns/js")  # a Job failed: the restart is recorded (restarts: 1)
+    assert stored["status"]["restarts"] == 1
+    ctl.jobsets.store.put(stored)
+    await ctl.reconcile("ns/js")  # the first attempt's Jobs are deleted
+    restart = executor.plans[-1]
+    assert sorted(delete.uid for delete in restart.jobs_to_delete) == ["job-0", "job-1"]
+    await ctl.reconcile("ns/js")  # another event: the cache still shows both Jobs live
+    assert all(
+        plan.jobs_to_delete == () for plan in executor.plans[executor.plans.index(restart) + 1 :]
+    )
