@@ -144,14 +144,24 @@ def controller_latency(record: Record) -> float | None:
 
 
 def slow(record: Record, bound: float = SETTLE_BOUND) -> list[Violation]:
+    """A terminal condition more than `bound` s after the last pod event: `slow-job-end` when
+    the controller set it within `bound` s of its last Job's end (the Job controller counted the
+    pods late), `slow-terminal` otherwise. Both are violations; the kind says whose wait it was."""
     took = latency(record)
-    if took is not None and took > bound:
+    if took is None or took <= bound:
+        return []
+    after_job = controller_latency(record)
+    if after_job is not None and after_job <= bound:
         return [
             Violation(
-                "slow-terminal", record.workload.name, f"{took:.0f} s after its last pod event"
+                "slow-job-end",
+                record.workload.name,
+                f"{took:.0f} s after its last pod event, {after_job:.0f} s after its last Job end",
             )
         ]
-    return []
+    return [
+        Violation("slow-terminal", record.workload.name, f"{took:.0f} s after its last pod event")
+    ]
 
 
 def _near(moment: float | None, kills: Sequence[float]) -> bool:

@@ -86,6 +86,15 @@ def test_a_terminal_condition_long_after_the_last_pod_event_is_slow() -> None:
     assert kinds(checks.slow(late)) == ["slow-terminal"]
 
 
+def test_a_slow_terminal_condition_soon_after_a_late_job_end_is_the_job_controllers() -> None:
+    late_job = record(terminal="Completed", terminal_seen=500.0, pod_event_before_terminal=10.0,
+                      job_end_before_terminal=498.0)  # fmt: skip
+    assert kinds(checks.slow(late_job)) == ["slow-job-end"]
+    ours = record(terminal="Completed", terminal_seen=500.0, pod_event_before_terminal=10.0,
+                  job_end_before_terminal=300.0)  # fmt: skip
+    assert kinds(checks.slow(ours)) == ["slow-terminal"]
+
+
 def test_missing_terminal_and_restart_events_are_violations() -> None:
     quiet = record("restart-once", terminal="Completed", restarts_at_terminal=1, events=set())
     assert kinds(checks.events(quiet)) == ["no-terminal-event", "no-restart-event"]
