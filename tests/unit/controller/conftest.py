@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -34,3 +35,36 @@ class PlanRecorder:
     ) -> str | None:
         self.plans.append(plan)
         return None
+
+
+class StatusWriter(PlanRecorder):
+    """Records each Plan and 'writes' its status into the stored JobSet, as the API would (the
+    test puts `stored` into the JobSet cache when the watch would bring it)."""
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        super().__init__()
+        self.stored = stored
+
+    async def execute(
+        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None] = lambda name: None
+    ) -> str | None:
+        self.plans.append(plan)
+        if plan.status is not None:
+            self.stored["status"] = copy.deepcopy(dict(plan.status))
+        return ""  # a resourceVersion the stale-cache guard does not compare
+
+
+def cache_children(ctl: JobSetController, plan: Plan) -> list[dict[str, Any]]:
+    """Put the Jobs and the Service `plan` created into the controller's caches, each with a UID,
+    as their watch events would; returns the cached Jobs (the test may change them in place)."""
+    jobs = []
+    for i, manifest in enumerate(plan.jobs_to_create):
+        job = copy.deepcopy(dict(manifest))
+        job["metadata"]["uid"] = f"job-{i}"
+        jobs.append(job)
+        ctl.jobs.store.put(job)
+    if plan.service_to_create is not None:
+        service = copy.deepcopy(dict(plan.service_to_create))
+        service["metadata"]["uid"] = "service"
+        ctl.services.store.put(service)
+    return jobs

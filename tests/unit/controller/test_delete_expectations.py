@@ -4,11 +4,14 @@ per guarantee)."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
-from tests.unit.controller.conftest import PlanRecorder, offline_controller
+from tests.unit.controller.conftest import (
+    PlanRecorder,
+    StatusWriter,
+    cache_children,
+    offline_controller,
+)
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.delete_expectations import EXPIRY, DeleteExpectations
@@ -126,22 +129,6 @@ async def test_a_resume_before_the_cache_shows_the_suspend_passes_delete_is_held
     assert held.requeue_after is not None
 
 
-class StatusWriter(PlanRecorder):
-    """Records each Plan and 'writes' its status into the stored JobSet, as the API would."""
-
-    def __init__(self, stored: dict[str, Any]) -> None:
-        super().__init__()
-        self.stored = stored
-
-    async def execute(
-        self, jobset: Any, plan: Any, *, on_created: Callable[[str], None] = lambda name: None
-    ) -> str | None:
-        self.plans.append(plan)
-        if plan.status is not None:
-            self.stored["status"] = copy.deepcopy(dict(plan.status))
-        return ""
-
-
 async def test_a_job_a_restart_deleted_is_not_deleted_again_while_the_cache_shows_it_live() -> None:
     pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
     stored: dict[str, Any] = {
@@ -161,18 +148,8 @@ async def test_a_job_a_restart_deleted_is_not_deleted_again_while_the_cache_show
     await ctl.reconcile("ns/js")  # the first attempt's Jobs and Service
     first = executor.plans[-1]
     ctl.jobsets.store.put(stored)
-    jobs = []
-    for i, manifest in enumerate(first.jobs_to_create):
-        job = copy.deepcopy(dict(manifest))
-        job["metadata"]["uid"] = f"job-{i}"
-        jobs.append(job)
-    jobs[0]["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
-    for job in jobs:
-        ctl.jobs.store.put(job)
-    assert first.service_to_create is not None
-    service = copy.deepcopy(dict(first.service_to_create))
-    service["metadata"]["uid"] = "service"
-    ctl.services.store.put(service)
+    failed = cache_children(ctl, first)[0]
+    ctl.jobs.store.put({**failed, "status": {"conditions": [{"type": "Failed", "status": "True"}]}})
 
     await ctl.reconcile("ns/js")  # a Job failed: the restart is recorded (restarts: 1)
     assert stored["status"]["restarts"] == 1

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.unit.controller.conftest import offline_controller
+from tests.unit.controller.conftest import StatusWriter, cache_children, offline_controller
 
 from jobset_controller.controller.status_counts import ProgressCountBatch
 from jobset_controller.reconcile import Plan
@@ -94,22 +92,6 @@ def test_a_negative_period_is_refused() -> None:
         ProgressCountBatch(FakeClock(), -1.0)
 
 
-class StatusWriter:
-    """Records each executed Plan and 'writes' its status into the test's stored JobSet."""
-
-    def __init__(self, stored: dict[str, Any]) -> None:
-        self.plans: list[Plan] = []
-        self.stored = stored
-
-    async def execute(
-        self, jobset: Any, plan: Plan, *, on_created: Callable[[str], None] = lambda name: None
-    ) -> str | None:
-        self.plans.append(plan)
-        if plan.status is not None:
-            self.stored["status"] = copy.deepcopy(dict(plan.status))
-        return ""
-
-
 def jobset() -> dict[str, Any]:
     pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
     return {
@@ -135,13 +117,7 @@ async def test_the_controller_writes_a_pods_progress_one_period_later_by_a_reque
     assert len(first.jobs_to_create) == 2
     assert first.status is not None
     ctl.jobsets.store.put(stored)  # the write reaches the cache, with the Service
-    assert first.service_to_create is not None
-    service = copy.deepcopy(dict(first.service_to_create))
-    service["metadata"]["uid"] = "service"
-    ctl.services.store.put(service)
-    for i, manifest in enumerate(first.jobs_to_create):  # the Jobs start: one pod active each
-        job = copy.deepcopy(dict(manifest))
-        job["metadata"]["uid"] = f"job-{i}"
+    for job in cache_children(ctl, first):  # the Jobs start: one pod active each
         ctl.jobs.store.put({**job, "status": {"active": 1}})
     result = await ctl.reconcile("ns/js")
     assert len(executor.plans) == 1  # nothing else to do: the counters wait
