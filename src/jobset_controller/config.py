@@ -272,7 +272,7 @@ class ProgressCounts:
     has passed since the pass that first saw such a change, and carries every change seen
     meanwhile; anything else (a condition, a restart, a `failed` count, a new entry) is written
     at once. Kube's Job controller gathers its pod updates for 1 s the same way. The default 1s
-    halves the JobSet status writes of a busy cluster (docs/reliability.md); 0s writes every
+    takes 40% of the JobSet status writes off a busy cluster (docs/reliability.md); 0s writes every
     change at once, as upstream does. docs/behaviour.md#progress-counters."""
 
     batch_period: float = _key("batchPeriod", _batch_period, 1.0)
