@@ -31,20 +31,17 @@ from jobset_controller.reconcile.plan import Plan
 from jobset_controller.reconcile.status import differs_only_in_progress_counts
 from jobset_controller.runtime.clock import Clock
 
-# Kube's Job controller gathers pod updates for the same time (`syncJobBatchPeriod`, 1 s).
-DEFAULT_PERIOD = 1.0
-
 
 class ProgressCountBatch:
     """When a pass may write a status whose only news is progress counters (module docstring)."""
 
-    def __init__(self, clock: Clock, period: float = DEFAULT_PERIOD) -> None:
+    def __init__(self, clock: Clock, period: float) -> None:
+        """`period`: the Configuration's `progressCounts.batchPeriod`, which owns the default."""
         if period < 0:
             raise ValueError(f"the batch period must not be negative, got {period}")
         self._clock = clock
         self._period = period
         self._first_seen: dict[str, float] = {}  # key -> when a held difference was first seen
-        self.held = 0  # status writes held back so far (for tests and tools)
 
     def __len__(self) -> int:
         return len(self._first_seen)
@@ -75,6 +72,5 @@ class ProgressCountBatch:
         if due <= 0:
             del self._first_seen[key]
             return plan, None
-        self.held += 1
         held = dataclasses.replace(plan, status=None, status_resource_version=None)
         return held, due

@@ -242,9 +242,9 @@ def jobset_unit(
 ) -> JobSetUnit:
     """`progress_count_period`: the Configuration's `progressCounts.batchPeriod`
     (`controller.status_counts`; 0 writes every status at once). `pods`: with the InPlaceRestart
-    gate, the pod controller whose cache the in-place pass
-    reads; its JobSet pods' changes then wake this unit's JobSets. `failed_pods`: the pod
-    cache's failed pods of a JobSet (`PodPlacementController.failed_pods`)."""
+    gate, the pod controller whose cache the in-place pass reads; its JobSet pods' changes then
+    wake this unit's JobSets. `failed_pods`: the pod cache's failed pods of a JobSet
+    (`PodPlacementController.failed_pods`)."""
     queue, recorder = _queue_and_recorder(JOBSET, wiring)
     controller = JobSetController(
         wiring.client,

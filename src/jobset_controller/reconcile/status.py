@@ -137,19 +137,21 @@ def differs_only_in_progress_counts(old: Mapping[str, Any], new: Mapping[str, An
 
     False when the two are the same (there is nothing to write, held or not).
     """
-    if same_status(old, new):
+    before, after = _normalised(old), _normalised(new)
+    if before == after:
         return False
-    return _normalised(_without_progress_counts(old)) == _normalised(_without_progress_counts(new))
+    return _without_progress_counts(before) == _without_progress_counts(after)
 
 
-def _without_progress_counts(status: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(status)
-    entries = status.get("replicatedJobsStatus")
-    if isinstance(entries, list):
-        out["replicatedJobsStatus"] = [
-            {k: v for k, v in entry.items() if k not in PROGRESS_COUNTS}
-            if isinstance(entry, Mapping)
-            else entry
+def _without_progress_counts(normalised: dict[str, Any]) -> dict[str, Any]:
+    """A `_normalised` status without the progress counters of its entries."""
+    entries = normalised.get("replicatedJobsStatus")
+    if not entries:
+        return normalised
+    return {
+        **normalised,
+        "replicatedJobsStatus": [
+            {key: value for key, value in entry.items() if key not in PROGRESS_COUNTS}
             for entry in entries
-        ]
-    return out
+        ],
+    }
