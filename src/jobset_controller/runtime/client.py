@@ -39,7 +39,7 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import orjson
@@ -72,6 +72,11 @@ _POOL_SIZE = 100
 _CONNECT_TIMEOUT = 10.0
 
 
+# The Status cause of a create refused because its namespace is being deleted (a 403 that never
+# passes, unlike the 403 of an API server whose authorizer has not synced yet).
+NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
+
+
 class ApiError(Exception):
     """An error answer from the API server, with its Status body."""
 
@@ -82,6 +87,14 @@ class ApiError(Exception):
         self.message: str = str(body.get("message", "")) or f"HTTP {status}"
         self.retry_after: float | None = None
         super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}".strip())
+
+    def has_cause(self, cause: str) -> bool:
+        """Whether the Status names `cause` among `details.causes` (e.g. NAMESPACE_TERMINATING)."""
+        details = self.body.get("details")
+        causes = details.get("causes") if isinstance(details, Mapping) else None
+        if not isinstance(causes, list):
+            return False
+        return any(isinstance(c, Mapping) and c.get("type") == cause for c in causes)
 
 
 class NotFound(ApiError):

@@ -39,11 +39,16 @@ Aggregation, like client-go's `tools/events` broadcaster (read at kubernetes mas
   again with its series.
 
 Failures: a write that fails for a reason that passes (the connection refused or cut, a
-timeout, a 5xx or 429 answer) is tried again after 0.5, 1, 2, 4, 8, 10, 10 and 10 s
-(`WRITE_RETRY_DELAYS`, about 45 s in all), then logged and dropped; any other failure is dropped
-at once. Why: an API server restart (an upgrade) takes 10-20 s, and a recorder that drops on the
-first refused connection lost the terminal Event of every JobSet that finished meanwhile (found by
-the soak, hack/soak.py). client-go retries up to 12 times, 10 s apart; ours is shorter because a
+timeout, a 5xx or 429 answer, a 401 or 403 other than a namespace being deleted) is tried again
+after 0.5, 1, 2, 4, 8, 10, 10 and 10 s (`WRITE_RETRY_DELAYS`, about 45 s in all), then logged and
+dropped; any other failure (invalid, a terminating namespace) is dropped at once. Why: an API
+server restart (an upgrade) takes 10-20 s, and a recorder that drops on the first refused
+connection lost the terminal Event of every JobSet that finished meanwhile (found by the soak,
+hack/soak.py). Once it listens again, the API server answers 403 to service accounts for a moment
+(its RBAC authorizer's caches have not synced: the soak lost an `AllJobsCompleted` Event to that
+window), so 401 and 403 pass too; client-go drops on any error answer. A 403 that is for good (the
+Role lacks `events`) costs the same 45 s of retries before the drop, and the log says why.
+client-go retries refused connections up to 12 times, 10 s apart; ours is shorter because a
 retrying write holds one of the `max_in_flight` slots, and while every slot waits on an
 unreachable API server new occurrences wait in the buffer (and drop once it is full) rather than
 pile up. A retried create that had reached the server meets AlreadyExists, which counts as done.
@@ -72,7 +77,14 @@ from typing import Any, Final, Literal, Protocol
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from jobset_controller.runtime.client import AlreadyExists, NotFound, ServerError, TooManyRequests
+from jobset_controller.runtime.client import (
+    NAMESPACE_TERMINATING,
+    AlreadyExists,
+    ApiError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+)
 from jobset_controller.runtime.clock import Clock, RealClock
 from jobset_controller.runtime.resources import EVENTS
 
@@ -96,6 +108,15 @@ REPORTING_INSTANCE_LIMIT: Final = 128  # apiserver validation
 _TRUNCATED: Final = " ..."
 
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def passes(error: Exception) -> bool:
+    """Whether a write that failed with `error` may succeed when tried again (module docstring)."""
+    if isinstance(error, ConnectionError | TimeoutError | ServerError | TooManyRequests):
+        return True
+    if isinstance(error, ApiError) and error.status in (401, 403):
+        return not error.has_cause(NAMESPACE_TERMINATING)
+    return False
 
 
 class EventMetrics:
@@ -424,8 +445,8 @@ class EventRecorder:
             try:
                 await write()
                 return
-            except (ConnectionError, TimeoutError, ServerError, TooManyRequests):
-                if delay is None:
+            except Exception as error:
+                if delay is None or not passes(error):
                     raise
             await self._clock.sleep(delay)
 

@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from jobset_controller.runtime.client import Forbidden, NotFound, ServerError
+from jobset_controller.runtime.client import (
+    ApiError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+)
 from jobset_controller.runtime.clock import FakeClock
 from jobset_controller.runtime.events import (
     NOTE_LIMIT_BYTES,
@@ -27,6 +34,7 @@ from jobset_controller.runtime.events import (
     EventMetrics,
     EventRecorder,
     ObjectRef,
+    passes,
 )
 from jobset_controller_dev.envtest.polling import eventually
 
@@ -184,15 +192,71 @@ async def test_a_write_refused_while_the_api_server_restarts_is_written_once_it_
     assert dropped(registry, "write_failed") == 0
 
 
-async def test_a_write_the_server_refuses_for_good_is_not_retried(
-    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry
+async def test_a_write_forbidden_while_the_restarted_api_server_syncs_its_rbac_is_retried(
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry, clock: FakeClock
 ) -> None:
-    writer.error = Forbidden(403, {"message": "events is forbidden"})
+    # For a moment after it listens again, kube-apiserver answers 403 to service accounts (its
+    # authorizer's caches are not synced): the soak lost an AllJobsCompleted Event there.
+    writer.error = Forbidden(
+        403, {"reason": "Forbidden", "message": 'User "system:serviceaccount:x" cannot create'}
+    )
+    recorder.record(JOBSET, "Normal", "AllJobsCompleted", "jobset completed successfully")
+    flushing = asyncio.ensure_future(recorder.flush())
+    await clock.advance(WRITE_RETRY_DELAYS[0])
+    assert writer.verbs() == ["create"] * 2
+    writer.error = None
+    await clock.advance(WRITE_RETRY_DELAYS[1])
+    await flushing
+
+    assert len(writer.stored) == 1
+    assert dropped(registry, "write_failed") == 0
+
+
+TERMINATING = Forbidden(
+    403,
+    {
+        "reason": "Forbidden",
+        "message": "unable to create new content in namespace team-a: it is being terminated",
+        "details": {
+            "causes": [{"type": "NamespaceTerminating", "message": "namespace is terminating"}]
+        },
+    },
+)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TERMINATING, Invalid(422, {"reason": "Invalid", "message": "note: Too long"})],
+    ids=["namespace-terminating", "invalid"],
+)
+async def test_a_write_the_server_refuses_for_good_is_not_retried(
+    recorder: EventRecorder, writer: RecordingWriter, registry: CollectorRegistry, error: Exception
+) -> None:
+    writer.error = error
     recorder.record(JOBSET, "Normal", "Reason", "note")
     await recorder.flush()
 
     assert writer.verbs() == ["create"]
     assert dropped(registry, "write_failed") == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "passes_"),
+    [
+        (ConnectionResetError("reset"), True),
+        (TimeoutError(), True),
+        (ServerError(503, {}), True),
+        (TooManyRequests(429, {}), True),
+        (ApiError(401, {"reason": "Unauthorized"}), True),
+        (Forbidden(403, {"reason": "Forbidden"}), True),
+        (TERMINATING, False),
+        (Invalid(422, {}), False),
+        (ApiError(400, {"reason": "BadRequest"}), False),
+        (ValueError("not an API answer"), False),
+    ],
+)
+def test_which_failed_writes_pass(error: Exception, passes_: bool) -> None:
+    assert passes(error) is passes_
 
 
 async def test_identical_repeat_becomes_a_series_with_count_2_instead_of_a_new_event(
