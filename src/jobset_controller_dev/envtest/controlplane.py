@@ -180,11 +180,34 @@ class ControlPlane:
         asyncio.to_thread, whose pool is shut down with each test's event loop), the apiserver
         would be killed under every later test.
         """
-        if threading.current_thread() is not threading.main_thread():
-            raise ControlPlaneError("restart_apiserver must be called from the main thread")
+        self.stop_apiserver()
+        self.spawn_apiserver()
+        self.wait_apiserver_ready()
+
+    def stop_apiserver(self) -> None:
+        """Stop the apiserver (any thread): the first step of `restart_apiserver` in pieces."""
         assert self.apiserver is not None
         self.apiserver.stop()
-        self._start_apiserver(port=self._apiserver_port)
+
+    def spawn_apiserver(self) -> None:
+        """Start the apiserver again on its port without waiting for it (the main thread, as
+        `restart_apiserver`). An asyncio caller waits with `asyncio.to_thread(
+        wait_apiserver_ready)`, so its own loop (a webhook forwarder, watches, a supervisor)
+        keeps running while the apiserver comes up, as everything around a real one does."""
+        if threading.current_thread() is not threading.main_thread():
+            raise ControlPlaneError("the apiserver must be started from the main thread")
+        self._spawn_apiserver(port=self._apiserver_port)
+
+    def wait_apiserver_ready(self) -> None:
+        """Until /readyz answers 200 (any thread); past the ready timeout, ControlPlaneError with
+        the checks that failed and the apiserver's log."""
+        assert self.apiserver is not None
+        self._wait(
+            self.apiserver,
+            lambda: self._get_status("/readyz") == 200,
+            "kube-apiserver /readyz",
+            state=self._readyz_failures,
+        )
 
     # ----------------------------------------------------------------------- components
     def _write_pki(self) -> None:
@@ -248,6 +271,10 @@ class ControlPlane:
             conn.close()
 
     def _start_apiserver(self, port: int | None = None) -> None:
+        self._spawn_apiserver(port)
+        self.wait_apiserver_ready()
+
+    def _spawn_apiserver(self, port: int | None = None) -> None:
         self._apiserver_port = port or free_port()
         self.server = f"https://127.0.0.1:{self._apiserver_port}"
         pki = self.workdir / "pki"
@@ -285,12 +312,6 @@ class ControlPlane:
             self.workdir / "kube-apiserver.log",
         )
         self.apiserver.start()
-        self._wait(
-            self.apiserver,
-            lambda: self._get_status("/readyz") == 200,
-            "kube-apiserver /readyz",
-            state=self._readyz_failures,
-        )
 
     def _readyz_failures(self) -> str:
         """What the apiserver's verbose /readyz says is not ready yet (its "[-]" checks)."""

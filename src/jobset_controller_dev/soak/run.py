@@ -355,6 +355,16 @@ class Soak:
             self.result.faults.append(line)
             print(f"soak fault {line}", file=sys.stderr, flush=True)
 
+    async def restart_apiserver(self) -> None:
+        """Stop and start the API server with this loop running throughout: the webhook
+        forwarder, the watches and the replicas' supervisor stay up, as around a real API
+        server (the hunt of 2026-11-29 saw a blocked loop fail every webhook call for the
+        restart's 90 s under load). The start is on this (the main) thread: the process is tied
+        to the thread that starts it."""
+        await asyncio.to_thread(self.cluster.stop_apiserver)
+        self.cluster.spawn_apiserver()
+        await asyncio.to_thread(self.cluster.wait_apiserver_ready)
+
     async def inject(self, kind: str) -> str:
         if kind in ("leader-sigkill", "leader-sigterm"):
             leader = await self.leader()
@@ -375,14 +385,14 @@ class Soak:
                 self.busy.discard(leader.name)
             return f"{leader.name} exited {code}, restarted"
         if kind == "apiserver-restart":
-            self.cluster.restart_apiserver()  # main thread: the new process is tied to it
+            await self.restart_apiserver()
             return "restarted"
         if kind == "watch-expiry":
             revision = faults.etcd_revision(
                 self.cluster.etcdctl("endpoint", "status", "-w", "json")
             )
             self.cluster.etcdctl("compact", str(revision))
-            self.cluster.restart_apiserver()
+            await self.restart_apiserver()
             return f"compacted at {revision}, API server restarted"
         if kind == "node-notready":
             node = await self.busiest_node()

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
+from types import SimpleNamespace
 
 from jobset_controller_dev.soak import faults
 from jobset_controller_dev.soak.proxy import Forwarder
+from jobset_controller_dev.soak.run import Soak
 
 
 def test_the_schedule_is_seeded_and_spaced() -> None:
@@ -66,3 +69,38 @@ async def test_the_forwarder_closes_a_connection_no_target_accepts() -> None:
     finally:
         await forwarder.stop()
     assert forwarder.refused == 1
+
+
+class SlowApiServer:
+    """A cluster whose restarted API server is ready only when the test says so."""
+
+    def __init__(self) -> None:
+        self.waiting = threading.Event()
+        self.ready = threading.Event()
+        self.steps: list[str] = []
+
+    def stop_apiserver(self) -> None:
+        self.steps.append("stop")
+
+    def spawn_apiserver(self) -> None:
+        assert threading.current_thread() is threading.main_thread()
+        self.steps.append("spawn")
+
+    def wait_apiserver_ready(self) -> None:
+        self.steps.append("wait")
+        self.waiting.set()
+        assert self.ready.wait(30), "the test never got to run while the restart waited"
+
+
+async def test_the_soak_loop_keeps_running_while_the_api_server_restarts() -> None:
+    # A loop blocked for the restart would stall the webhook forwarder, the watches and the
+    # replicas' supervisor: the hunt of 2026-11-29 saw every webhook call fail for 90 s. Here
+    # the API server is ready only once this coroutine, on the same loop, says so.
+    cluster = SlowApiServer()
+    soak = SimpleNamespace(cluster=cluster)
+    restart = asyncio.ensure_future(Soak.restart_apiserver(soak))  # type: ignore[arg-type]
+    assert await asyncio.to_thread(cluster.waiting.wait, 30)
+    assert not restart.done()
+    cluster.ready.set()
+    await restart
+    assert cluster.steps == ["stop", "spawn", "wait"]
