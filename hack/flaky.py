@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from jobset_controller_dev.envtest.processes import parent_death_signal
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -74,18 +76,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 @contextmanager
-def cpu_load(processes: int) -> Iterator[None]:
-    """`processes` busy loops at normal priority until the block ends."""
+def cpu_load(processes: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`processes` busy loops at normal priority until the block ends, or until this process
+    ends in any way (the kernel's parent-death signal): a hunter stopped by `kill`, even -9,
+    leaves no load behind to skew the next hunt (one did, 2026-11-29: 16 burners, not 8)."""
     burners = [
         subprocess.Popen(
             [sys.executable, "-c", "while True: pass"],
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=parent_death_signal(),
         )
         for _ in range(processes)
     ]
     try:
-        yield
+        yield burners
     finally:
         for burner in burners:
             burner.send_signal(signal.SIGKILL)
@@ -121,6 +126,8 @@ def read_report(path: Path, tallies: dict[str, Tally], run: int) -> None:
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
+    # SIGTERM ends the hunt through its cleanups (the load, the scratch directory).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     pytest = [str(Path(os.environ.get("JOBSET_VENV", REPO / ".venv")) / "bin" / "pytest")]
     tallies: dict[str, Tally] = {}
     failed_runs = 0
