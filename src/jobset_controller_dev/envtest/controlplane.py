@@ -198,14 +198,15 @@ class ControlPlane:
             raise ControlPlaneError("the apiserver must be started from the main thread")
         self._spawn_apiserver(port=self._apiserver_port)
 
-    def wait_apiserver_ready(self) -> None:
-        """Until /readyz answers 200 (any thread); past the ready timeout, ControlPlaneError with
-        the checks that failed and the apiserver's log."""
+    def wait_apiserver_ready(self, timeout: float | None = None) -> None:
+        """Until /readyz answers 200 (any thread); past `timeout` s (default: the ready timeout;
+        scaled), ControlPlaneError with the checks that failed and the apiserver's log."""
         assert self.apiserver is not None
         self._wait(
             self.apiserver,
             lambda: self._get_status("/readyz") == 200,
             "kube-apiserver /readyz",
+            timeout,
             state=self._readyz_failures,
         )
 

@@ -86,7 +86,7 @@ class SlowApiServer:
         assert threading.current_thread() is threading.main_thread()
         self.steps.append("spawn")
 
-    def wait_apiserver_ready(self) -> None:
+    def wait_apiserver_ready(self, timeout: float | None = None) -> None:
         self.steps.append("wait")
         self.waiting.set()
         assert self.ready.wait(30), "the test never got to run while the restart waited"
