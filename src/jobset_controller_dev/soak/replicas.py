@@ -37,6 +37,9 @@ UPSTREAM: Final = "upstream"
 # What each controller logs once it holds the Lease (ours: runtime/leaderelection.py; upstream:
 # client-go's leaderelection package).
 LEADER_MARKS: Final = {OURS: '"became leader"', UPSTREAM: "Successfully acquired lease"}
+# What each logs once it has lost the Lease (ours: manager/lifecycle.py; upstream: its manager's
+# error). Ours then runs on for up to 45 s to write its recorded Events and exits 1.
+LOST_MARKS: Final = {OURS: '"leader election lost, exiting"', UPSTREAM: "leader election lost"}
 
 
 @dataclass
@@ -59,6 +62,9 @@ class Replica:
     started_at: float = 0.0
     last_exit: int | None = None
     _led_life: int = -1
+    _lost_life: int = -1
+    _scanned_life: int = -1
+    _scanned: int = 0  # bytes of this life's log read for the marks
     _last_cpu: float = 0.0
 
     @property
@@ -138,20 +144,32 @@ class Replica:
         return self.proc is not None and self.proc.poll() is None
 
     def leads(self) -> bool:
-        """This life holds the Lease: it logged so and still runs (both controllers exit when
-        they lose it)."""
+        """This life holds the Lease: it logged so, has not logged losing it, and still runs.
+        A deposed replica of ours runs on for up to 45 s to write its Events, then exits 1: it
+        is no leader then, and a SIGTERM it gets is not a SIGTERM to the leader (the hunt of
+        2026-11-29 counted its exit 1 as an unclean one)."""
         if not self.alive:
             return False
-        if self._led_life == self.lives:
-            return True  # the mark, once logged, stays true for the life
+        self._scan_log()
+        return self._led_life == self.lives and self._lost_life != self.lives
+
+    def _scan_log(self) -> None:
+        """Read the whole lines this life logged since the last call, for the two marks."""
+        if self._scanned_life != self.lives:
+            self._scanned_life, self._scanned = self.lives, 0
         try:
-            text = self.logs[-1].read_text(errors="replace")
+            with self.logs[-1].open("rb") as log:
+                log.seek(self._scanned)
+                chunk = log.read()
         except OSError:
-            return False
+            return
+        end = chunk.rfind(b"\n") + 1  # a line still being written is read next time
+        self._scanned += end
+        text = chunk[:end].decode(errors="replace")
         if LEADER_MARKS[self.kind] in text:
             self._led_life = self.lives
-            return True
-        return False
+        if LOST_MARKS[self.kind] in text:
+            self._lost_life = self.lives
 
     def sample(self) -> tuple[float, int]:
         """(CPU seconds over every life so far, RSS bytes of this life now)."""
