@@ -180,9 +180,15 @@ class ControlPlane:
         asyncio.to_thread, whose pool is shut down with each test's event loop), the apiserver
         would be killed under every later test.
         """
+        self._require_main_thread()  # before the stop: refused, it leaves the apiserver running
         self.stop_apiserver()
         self.spawn_apiserver()
         self.wait_apiserver_ready()
+
+    @staticmethod
+    def _require_main_thread() -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise ControlPlaneError("the apiserver must be started from the main thread")
 
     def stop_apiserver(self) -> None:
         """Stop the apiserver (any thread): the first step of `restart_apiserver` in pieces."""
@@ -194,8 +200,7 @@ class ControlPlane:
         `restart_apiserver`). An asyncio caller waits with `asyncio.to_thread(
         wait_apiserver_ready)`, so its own loop (a webhook forwarder, watches, a supervisor)
         keeps running while the apiserver comes up, as everything around a real one does."""
-        if threading.current_thread() is not threading.main_thread():
-            raise ControlPlaneError("the apiserver must be started from the main thread")
+        self._require_main_thread()
         self._spawn_apiserver(port=self._apiserver_port)
 
     def wait_apiserver_ready(self, timeout: float | None = None) -> None:
