@@ -191,6 +191,16 @@ def test_status_tells_running_failed_suspended_waiting_and_unschedulable_apart(
         _, body = full_cluster.request("GET", jobsets_path(namespace, name))
         return (body.get("status") or {}).get("terminalState") == "Failed"
 
+    def failed_event(name: str) -> bool:
+        # The recorder writes the FailedJobs Event after the status write that makes the JobSet
+        # terminal, so a `status` run the moment terminalState is set can miss it.
+        return any(
+            e.get("reason") == "FailedJobs" and (e.get("regarding") or {}).get("name") == name
+            for e in full_cluster.list_items(
+                f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+            )
+        )
+
     def unschedulable() -> bool:
         found = pods(full_cluster, namespace, "toobig")
         return any(
@@ -205,6 +215,7 @@ def test_status_tells_running_failed_suspended_waiting_and_unschedulable_apart(
     poll(running_ready, "running pods ready", 60, state=state, interval=0.3)
     poll(jobs_ready, "running Jobs count their pods ready", 60, state=state, interval=0.3)
     poll(lambda: terminal("failing"), "failing JobSet failed", 60, state=state, interval=0.3)
+    poll(lambda: failed_event("failing"), "FailedJobs Event", 60, state=state, interval=0.3)
     poll(unschedulable, "toobig pod unschedulable", 60, state=state, interval=0.3)
     poll(
         lambda: len(pods(full_cluster, namespace, "waiting")) == 1,
