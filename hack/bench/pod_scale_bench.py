@@ -33,6 +33,9 @@ measured).
 Run: JOBSET_K8S_BIN=... .venv/bin/python hack/bench/pod_scale_bench.py
      [--pods 10000 50000] [--step 10000] [--jobs 10] [--pods-per-job 100] [--rack-nodes 4]
      [--sides ours upstream] [--memory-bound 8] [--min-available 3] [--workdir DIR]
+     [--dev-venv]
+
+Ours runs in a virtualenv with the runtime dependencies only (runtime_venv.py), as in the image.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import Controller, RawClient
+from runtime_venv import runtime_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api.constants import EXCLUSIVE_KEY
@@ -236,7 +240,7 @@ class Bench:
     def ours(self, label: str) -> Controller:
         return Controller(
             label, self.src, self.cluster, self.workdir,
-            config=self.config, webhook_certs=self.certs,
+            config=self.config, webhook_certs=self.certs, python=self.args.python,
         )  # fmt: skip
 
     def upstream(self) -> Controller:
@@ -396,7 +400,15 @@ def main() -> None:
     parser.add_argument("--memory-bound", type=float, default=8.0, help="GiB of a side's VmHWM")
     parser.add_argument("--min-available", type=float, default=3.0, help="GiB")
     parser.add_argument("--workdir", type=Path)
+    parser.add_argument(
+        "--dev-venv",
+        action="store_true",
+        help="run ours in this (development) venv instead of a runtime-only one",
+    )
     args = parser.parse_args()
+    # The image's environment: the development venv's test tools change what ours imports and
+    # holds (structlog loads `rich` when installed: about 6 MiB of a start), see runtime_venv.py.
+    args.python = None if args.dev_venv else runtime_python()
     per_jobset = args.jobs * args.pods_per_job
     if args.step % per_jobset or any(p % args.step for p in args.pods):
         parser.error(f"--step must be a multiple of {per_jobset}, --pods of --step")
