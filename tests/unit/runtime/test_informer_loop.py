@@ -55,12 +55,13 @@ class ScriptedClient:
         await self.clock.sleep(1.1)
 
 
-async def run_until_idle(client: ScriptedClient) -> Informer:
+async def run_until_idle(client: ScriptedClient, **options: Any) -> Informer:
     informer = Informer(
         client,  # type: ignore[arg-type]
         CONFIGMAPS,
         backoff_initial=0.01,
         clock=client.clock,
+        **options,
     )
     task = asyncio.create_task(informer.run())
     try:
@@ -161,6 +162,15 @@ async def test_the_first_list_is_read_in_pages_of_a_consistent_read() -> None:
     informer = await run_until_idle(client)
     assert client.pages == [("", 500, None), ("", 500, "t1")]
     assert client.calls == [("list", ""), ("list", ""), ("watch", "7")]
+    assert [o["metadata"]["name"] for o in informer.store] == ["a", "b"]
+
+
+async def test_an_informer_of_large_objects_reads_its_first_list_in_smaller_pages() -> None:
+    first = {"metadata": {"resourceVersion": "7", "continue": "t1"}, "items": [cm("a", "3")]}
+    last = {"metadata": {"resourceVersion": "7"}, "items": [cm("b", "4")]}
+    client = PagedClient(lists=[first, last], watches=[])
+    informer = await run_until_idle(client, list_page=100)
+    assert client.pages == [("", 100, None), ("", 100, "t1")]
     assert [o["metadata"]["name"] for o in informer.store] == ["a", "b"]
 
 
