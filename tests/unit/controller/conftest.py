@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from jobset_controller.api import FeatureGates
 from jobset_controller.controller.jobset import JobSetController
+from jobset_controller.controller.pods import PodPlacementController
 from jobset_controller.reconcile import Plan
 
 
@@ -68,3 +71,39 @@ def cache_children(ctl: JobSetController, plan: Plan) -> list[dict[str, Any]]:
         service["metadata"]["uid"] = "service"
         ctl.services.store.put(service)
     return jobs
+
+
+class ListingServer:
+    """Answers the pod informer's list with `pods` and keeps its watch open, recording what was
+    asked: the API server filters by the selector the informer sends."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        self.asked.append((path, params))
+        return {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(self.pods)}
+
+    async def watch(
+        self, path: str, *, params: Any, read_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        await asyncio.Event().wait()
+        yield {}
+
+
+async def synced_pod_controller(server: ListingServer) -> PodPlacementController:
+    """A PodPlacementController whose pod cache has listed what `server` holds."""
+    controller = PodPlacementController(
+        server,  # type: ignore[arg-type]
+        enqueue=lambda key: None,
+        recorder=object(),  # type: ignore[arg-type]
+    )
+    running = asyncio.create_task(controller.pods.run())
+    try:
+        await asyncio.wait_for(controller.pods.wait_synced(), 10)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    return controller

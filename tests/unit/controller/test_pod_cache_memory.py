@@ -4,19 +4,15 @@ training pods and thousands of nodes fit a small controller (hack/bench/pod_scal
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import copy
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+from tests.unit.controller.conftest import ListingServer, synced_pod_controller
 
 from jobset_controller.api.placement import LEADER_FOLLOWER, PLACEMENT_LABEL
 from jobset_controller.controller.pods import (
     LARGE_OBJECT_PAGE,
     LEADER_NAME,
-    PodPlacementController,
     trim_node,
 )
 
@@ -45,44 +41,8 @@ def placed_pod(index: int) -> dict[str, Any]:
     }
 
 
-class ListingServer:
-    """Answers the pod informer's list with `pods` and keeps its watch open."""
-
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        self.pods = pods
-        self.limits: list[Any] = []
-
-    async def get(self, path: str, **params: Any) -> dict[str, Any]:
-        self.limits.append(params.get("limit"))
-        return {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(self.pods)}
-
-    async def watch(
-        self, path: str, *, params: Any, read_timeout: float
-    ) -> AsyncIterator[dict[str, Any]]:
-        await asyncio.Event().wait()
-        yield {}
-
-
-async def synced_controller(
-    pods: list[dict[str, Any]], server: ListingServer | None = None
-) -> PodPlacementController:
-    controller = PodPlacementController(
-        server or ListingServer(pods),  # type: ignore[arg-type]
-        enqueue=lambda key: None,
-        recorder=object(),  # type: ignore[arg-type]
-    )
-    running = asyncio.create_task(controller.pods.run())
-    try:
-        await asyncio.wait_for(controller.pods.wait_synced(), 10)
-    finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-    return controller
-
-
 async def test_the_pod_cache_holds_each_pod_as_a_few_compressed_bytes() -> None:
-    controller = await synced_controller([placed_pod(i) for i in range(50)])
+    controller = await synced_pod_controller(ListingServer([placed_pod(i) for i in range(50)]))
     held = controller.pods.store._items  # what the cache keeps, not what a read returns
     assert len(held) == 50
     assert all(isinstance(entry, bytes) for entry in held.values())
@@ -97,7 +57,7 @@ async def test_the_pod_cache_holds_each_pod_as_a_few_compressed_bytes() -> None:
 async def test_a_pod_read_from_the_cache_is_the_callers_own() -> None:
     """A read parses a fresh dict: a caller that changes it (a plan's working copy, the webhook
     thread) cannot change the cache or what another reader sees."""
-    controller = await synced_controller([placed_pod(0), placed_pod(1)])
+    controller = await synced_pod_controller(ListingServer([placed_pod(0), placed_pod(1)]))
     first = controller.pods.store.get("team-a/js-w-0-1-x")
     assert first is not None
     first["spec"]["nodeName"] = "elsewhere"
@@ -113,8 +73,8 @@ async def test_the_first_pod_list_comes_in_pages_of_100() -> None:
     """A page's parse leaves part of its peak in the allocator (runtime/informer.py): pods are
     the largest objects the controller lists by the thousand."""
     server = ListingServer([placed_pod(0)])
-    await synced_controller([], server)
-    assert server.limits == [LARGE_OBJECT_PAGE]
+    await synced_pod_controller(server)
+    assert [params["limit"] for _, params in server.asked] == [LARGE_OBJECT_PAGE]
     assert LARGE_OBJECT_PAGE == 100
 
 

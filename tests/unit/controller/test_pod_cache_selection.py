@@ -3,11 +3,9 @@ decides, so the pods of Jobs upstream created are there for the leader lookups a
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import copy
-from collections.abc import AsyncIterator
 from typing import Any
+
+from tests.unit.controller.conftest import ListingServer, synced_pod_controller
 
 from jobset_controller.api import JOB_KEY
 from jobset_controller.api.placement import (
@@ -17,7 +15,7 @@ from jobset_controller.api.placement import (
     exclusive_terms,
     with_terms,
 )
-from jobset_controller.controller.pods import PodPlacementController, keep_pod, trim_pod
+from jobset_controller.controller.pods import keep_pod, trim_pod
 
 
 def pod(*, ours: bool, exclusive: bool = True, strategy: bool = False) -> dict[str, Any]:
@@ -41,25 +39,6 @@ def pod(*, ours: bool, exclusive: bool = True, strategy: bool = False) -> dict[s
     }  # fmt: skip
 
 
-class ListingServer:
-    """Answers the pod informer's list with `pods` and keeps its watch open, recording what was
-    asked: the API server filters by the selector the informer sends."""
-
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        self.pods = pods
-        self.asked: list[tuple[str, dict[str, Any]]] = []
-
-    async def get(self, path: str, **params: Any) -> dict[str, Any]:
-        self.asked.append((path, params))
-        return {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(self.pods)}
-
-    async def watch(
-        self, path: str, *, params: Any, read_timeout: float
-    ) -> AsyncIterator[dict[str, Any]]:
-        await asyncio.Event().wait()
-        yield {}
-
-
 async def test_the_watch_selects_every_pod_of_a_jobsets_job() -> None:
     """By the job-key label, which every pod of a JobSet's Job carries: also a follower made by
     hand without the jobset-name label (out of the webhooks' sight), which must still be evicted
@@ -67,18 +46,7 @@ async def test_the_watch_selects_every_pod_of_a_jobsets_job() -> None:
     hand_made = pod(ours=False)
     del hand_made["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"]
     server = ListingServer([hand_made])
-    controller = PodPlacementController(
-        server,  # type: ignore[arg-type]
-        enqueue=lambda key: None,
-        recorder=object(),  # type: ignore[arg-type]
-    )
-    running = asyncio.create_task(controller.pods.run())
-    try:
-        await asyncio.wait_for(controller.pods.wait_synced(), 10)
-    finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
+    controller = await synced_pod_controller(server)
     (path, params), *_ = server.asked
     assert path == "/api/v1/pods"
     assert params["labelSelector"] == JOB_KEY
