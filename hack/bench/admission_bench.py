@@ -63,7 +63,7 @@ import orjson
 import yaml
 from benchlib import Controller, RawClient, count
 from cpu_bench import JOBS, JOBSETS, jobset
-from runtime_venv import CACHE, ROOT, runtime_python
+from runtime_venv import CACHE, ROOT, add_venv_option, ours_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api import JobSet, default_jobset
@@ -627,9 +627,9 @@ def main() -> None:
     parser.add_argument("--busy-jobs", type=int, default=1000)
     parser.add_argument("--only", choices=("ours", UPSTREAM))
     parser.add_argument("--src", action="append", default=[], help="label=path of our src tree")
-    parser.add_argument("--dev-venv", action="store_true", help="ours in this venv")
+    add_venv_option(parser)
     args = parser.parse_args()
-    args.python = None if args.dev_venv else runtime_python()
+    args.python = ours_python(args)
     args.client = load_client()
     if not args.src and args.only != UPSTREAM:
         args.src = [f"ours={ROOT / 'src'}"]

@@ -63,7 +63,7 @@ from benchlib import (
     parse_src,
     worst_lag,
 )
-from runtime_venv import runtime_python
+from runtime_venv import add_venv_option, ours_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api import JobSet, default_jobset
@@ -495,13 +495,9 @@ def main() -> None:
     parser.add_argument("--per-jobset", type=int, default=1, help="Jobs per completed JobSet")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy raw profiles here")
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
-    parser.add_argument(
-        "--dev-venv",
-        action="store_true",
-        help="run the controller in this (development) venv instead of a runtime-only one",
-    )
+    add_venv_option(parser)
     args = parser.parse_args()
-    args.python = None if args.dev_venv else runtime_python()
+    args.python = ours_python(args)
     args.extra_args = {}
     labels = {label for label, _ in parse_src(args.src)} if args.src else {"current"}
     if args.upstream:

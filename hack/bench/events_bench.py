@@ -34,7 +34,7 @@ from pathlib import Path
 import orjson
 from benchlib import Controller, RawClient, count, parse_metrics
 from cpu_bench import JOBSETS, jobset
-from runtime_venv import runtime_python
+from runtime_venv import add_venv_option, ours_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller_dev.envtest import ControlPlane
@@ -178,9 +178,9 @@ def main() -> None:
     parser.add_argument(
         "--quiet", type=float, default=30.0, help="seconds without a new Event that end a run"
     )
-    parser.add_argument("--dev-venv", action="store_true", help="ours in this venv")
+    add_venv_option(parser)
     args = parser.parse_args()
-    args.python = None if args.dev_venv else runtime_python()
+    args.python = ours_python(args)
     if not args.src:
         args.src = [f"ours={Path(__file__).resolve().parents[2] / 'src'}"]
     if args.upstream:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import Controller, RawClient
-from runtime_venv import runtime_python
+from runtime_venv import add_venv_option, ours_python
 from upstreamlib import UpstreamController, scraper_token
 
 from jobset_controller.api.constants import EXCLUSIVE_KEY
@@ -400,15 +400,11 @@ def main() -> None:
     parser.add_argument("--memory-bound", type=float, default=8.0, help="GiB of a side's VmHWM")
     parser.add_argument("--min-available", type=float, default=3.0, help="GiB")
     parser.add_argument("--workdir", type=Path)
-    parser.add_argument(
-        "--dev-venv",
-        action="store_true",
-        help="run ours in this (development) venv instead of a runtime-only one",
-    )
+    add_venv_option(parser)
     args = parser.parse_args()
     # The image's environment: the development venv's test tools change what ours imports and
     # holds (structlog loads `rich` when installed: about 6 MiB of a start), see runtime_venv.py.
-    args.python = None if args.dev_venv else runtime_python()
+    args.python = ours_python(args)
     per_jobset = args.jobs * args.pods_per_job
     if args.step % per_jobset or any(p % args.step for p in args.pods):
         parser.error(f"--step must be a multiple of {per_jobset}, --pods of --step")

@@ -11,6 +11,7 @@ the interpreter running the benchmark; the controller's source tree still comes 
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import subprocess
 import sys
@@ -32,6 +33,21 @@ def runtime_python() -> Path:
         subprocess.run([str(python), "-m", "pip", "install", "-q", *deps], check=True)
         (venv / "ready").write_text("\n".join(deps) + "\n")
     return python
+
+
+def add_venv_option(parser: argparse.ArgumentParser) -> None:
+    """`--dev-venv`: run ours in the development venv instead (what `ours_python` reads)."""
+    parser.add_argument(
+        "--dev-venv",
+        action="store_true",
+        help="run ours in this (development) venv instead of a runtime-only one",
+    )
+
+
+def ours_python(args: argparse.Namespace) -> Path | None:
+    """The interpreter ours runs in: the runtime-only venv's, or None (this one) with
+    `--dev-venv`."""
+    return None if args.dev_venv else runtime_python()
 
 
 if __name__ == "__main__":
