@@ -333,6 +333,23 @@ def test_placement_bench_runs_at_its_smallest_size(tmp_path: Path) -> None:
     )
 
 
+def test_pod_list_bench_runs_at_its_smallest_size(tmp_path: Path) -> None:
+    """Two pods listed in pages of one (a continue token followed), then relisted both ways."""
+    out = run_bench(
+        tmp_path, "pod_list_bench.py", "--pods", "2", "--pages", "1", "--repeat", "1",
+        within=scaled(300),
+    )  # fmt: skip
+    has(
+        out,
+        rf"created 2 pods in {N} s",
+        r"\| page \| pods \| wall s \| CPU s \| peak MiB \| kept MiB \|",
+        rf"\| 1 \| 2 \| {N} \| {N} \| {N} \| {N} \|",
+        r"\| relist \| streamed \| wall s \| CPU s \| peak MiB \| kept MiB \|",
+        rf"\| stream \| 1 \| {N} \| {N} \| {N} \| {N} \|",
+        rf"\| list \| 0 \| {N} \| {N} \| {N} \| {N} \|",
+    )
+
+
 @UPSTREAM
 def test_pod_scale_bench_runs_at_its_smallest_size(tmp_path: Path) -> None:
     """Both sides at one checkpoint of one pod: a JobSet of one Job of one pod in racks of one

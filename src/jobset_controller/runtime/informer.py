@@ -12,8 +12,9 @@ client-go's reflector instead:
    half-open connection is noticed.
 3. A clean end of stream re-watches from the last seen resourceVersion without relisting, and so
    does a read timeout: an idle resource type gets no bookmarks, and its silence is no failure.
-4. 410 Gone / Expired (an ERROR event or an HTTP status) relists at the last resourceVersion,
-   then with "" (a consistent read) if that is too old as well.
+4. 410 Gone / Expired (an ERROR event or an HTTP status) relists: a streaming list from the last
+   resourceVersion (below), or, where the server refuses those, a list at the last
+   resourceVersion, then with "" (a consistent read) if that is too old as well.
 5. Other errors back off 0.8 s doubling to 30 s, each wait drawn from [d, 2d), reset after two
    healthy minutes; the watch resumes from the last resourceVersion (the cache is still valid).
 
@@ -25,19 +26,27 @@ JobSet keys three times over) deflates to about 600 bytes alone, 200 with the di
 own bytes would not do: they keep the capacity of the buffer they were written into (8 KB for those
 3 KB). Compressing costs ~10-20 us per write and reading ~5-10 us per object, small beside the pass
 that reads it. Reads return a fresh dict each time, so no caller can change the cache by mutating
-what it got. The FIRST list (an empty store) is read in pages of `list_page` objects (a
-consistent read, resourceVersion "", with `limit`/`continue`, as client-go's pager does): the
-single resourceVersion "0" answer, which the server never pages, held every object of the cluster
-parsed at once, and that peak (4-10x the cache) stayed in the process's RSS for good; it also
-stalled the loop for its whole length. A page's parsed objects are freed once transformed, but
-the long-lived entries made meanwhile sit among them in the allocator's arenas, so part of each
-page's peak stays too: listing 10,000 training pods (7 KB each) into the compact pod cache left
-32 MiB of RSS behind with pages of 500 (client-go's size, our default), 12 with pages of 100 and 9
-with 50, for 7 MiB of cache, in the same 2.7-3.3 s. Informers of large objects (pods, nodes) take
-smaller pages. A continue token that expires falls back to the single list. Items are
-transformed and inserted in slices of `_LIST_SLICE` with a loop turn between slices. A relist of
-a synced store is still one response, replacing the store in one step (a reconcile never sees a
-half-old, half-new cache).
+what it got. The FIRST list (an empty store) is read in pages of `list_page` objects (a consistent
+read, resourceVersion "", with `limit`/`continue`, as client-go's pager does): the single
+resourceVersion "0" answer, which the server never pages, held every object of the cluster parsed at
+once, and that peak (4-10x the cache) stayed in the process's RSS for good; it also stalled the loop
+for its whole length. A page's parsed objects are freed once transformed, but the long-lived entries
+made meanwhile sit among them in the allocator's arenas, so part of each page's peak stays too:
+listing 10,000 training pods (7 KB each) into the compact pod cache left 32 MiB of RSS behind with
+pages of 500 (client-go's size, our default) and 11 with pages of 100, for 7 MiB of cache, in 4.3
+and 3.3 s (hack/bench/pod_list_bench.py). Informers of large objects (pods, nodes) take smaller
+pages. A continue token that expires falls back to the single list. Items are transformed and
+inserted in slices of `_LIST_SLICE` with a loop turn between slices. A relist of a synced store
+(after 410 Gone) is a streaming list when the server allows it: a watch with `sendInitialEvents`
+from the last resourceVersion ("not older than"), whose synthetic ADDED events are transformed one
+by one and collected until the bookmark annotated `k8s.io/initial-events-end`, then put in the store
+in one step (a reconcile never sees a half-old, half-new cache). Its peak is the kept objects as
+transformed, not the whole answer parsed at once: relisting those 10,000 pods peaked 25 MiB over the
+process's RSS streamed and 850 MiB as one list (the same bench). Why not pages: a list at a
+resourceVersion with `limit` is an exact read that the watch cache may not serve and etcd does
+(client-go turns paging off for relists for that reason); a relist from "" in pages would be a
+consistent read of etcd each time. A server that refuses streaming lists (the WatchList feature off,
+as in Kubernetes 1.33's defaults; a 400 or 422 answer) gets the unpaged list from then on.
 
 Objects are raw dicts (orjson-parsed), passed through a `transform` on the way in (strip
 managedFields, keep only what the controller reads) and an optional `keep` predicate (objects it
@@ -80,6 +89,8 @@ _LIST_SLICE = 500
 # Objects per page of the first list unless the informer is given `list_page` (client-go's
 # pager: 500).
 _LIST_PAGE = 500
+# The annotation of the bookmark that ends a streaming list's initial events (KEP-3157).
+_INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # zlib's wbits for raw deflate: no header or checksum (the bytes never leave the process).
 _RAW_DEFLATE = -15
 # zlib's memLevel for the compressor of each stored object. The default (8) sets up ~256 KiB of
@@ -252,6 +263,7 @@ class InformerStats:
     relists_after_expiry: int = 0
     idle_rewatches: int = 0
     errors: int = 0
+    streamed_relists: int = 0
     last_error: str = ""
     backoff_delays: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
@@ -303,6 +315,8 @@ class Informer:
         self._backoff_initial = backoff_initial
         self._synced = asyncio.Event()
         self.resource_version = ""
+        # Cleared for good when the server refuses a streaming list (module docstring).
+        self._stream_relists = True
         self.stats = InformerStats()
 
     def has_synced(self) -> bool:
@@ -370,6 +384,8 @@ class Informer:
                 # The continue token expired (a very long first list): one response instead;
                 # the store, partly filled, is then replaced in one step.
                 log.info("paged list expired, listing at once", resource=self.resource.plural)
+        elif self._stream_relists and await self._relist_streaming(params):
+            return
         attempts = [self.resource_version or "0", ""]
         body: dict[str, Any] | None = None
         for rv in attempts:
@@ -415,6 +431,58 @@ class Informer:
         self.stats.lists += 1
         self.resource_version = resource_version
         self._synced.set()
+
+    async def _relist_streaming(self, params: Mapping[str, Any]) -> bool:
+        """A relist as a streaming list (module docstring). False when the server refused it or
+        its answer expired: the caller then lists at once."""
+        stream_params = {
+            **params,
+            "resourceVersion": self.resource_version,
+            "resourceVersionMatch": "NotOlderThan",
+            "sendInitialEvents": True,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": self._rng.randint(
+                self._min_watch_timeout, 2 * self._min_watch_timeout
+            ),
+        }
+        fresh: dict[str, Obj] = {}
+        try:
+            async for event in self._client.watch(
+                self._path(), params=stream_params, read_timeout=self._read_timeout
+            ):
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    self._apply(event)  # raises the error the Status names
+                meta = obj.get("metadata") or {}
+                if kind == "BOOKMARK":
+                    if (meta.get("annotations") or {}).get(_INITIAL_EVENTS_END) == "true":
+                        self._replace(list(fresh.values()))
+                        self.resource_version = str(meta.get("resourceVersion") or "")
+                        self.stats.lists += 1
+                        self.stats.streamed_relists += 1
+                        self._synced.set()
+                        return True
+                    continue
+                obj = self._transform(obj)
+                key = object_key(obj)
+                if kind == "DELETED" or (self._keep is not None and not self._keep(obj)):
+                    fresh.pop(key, None)
+                else:
+                    fresh[key] = obj
+        except (Gone, _Expired):
+            return False
+        except ApiError as error:
+            if error.status not in (400, 422):
+                raise
+            log.info(
+                "streaming lists refused, listing at once from now on",
+                resource=self.resource.plural,
+                error=str(error),
+            )
+            self._stream_relists = False
+            return False
+        # Closed before the bookmark (a restarting server): the run loop backs off and relists.
+        raise RuntimeError("streaming list ended before its initial-events bookmark")
 
     async def _ingest(self, raw_items: list[Obj], *, kept: list[Obj] | None) -> None:
         """Transform and filter listed items in slices, with a loop turn between slices; add
