@@ -96,6 +96,9 @@ async def seed(kubeconfig: str, count: int) -> float:
     client = await KubeClient.connect(kubeconfig=kubeconfig)
     try:
         await client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        # No controller-manager makes it here, and the ServiceAccount admission wants it.
+        service_accounts = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts"
+        await client.create(service_accounts, {"metadata": {"name": "default"}})
         limit = asyncio.Semaphore(32)
 
         async def create(k: int) -> None:
