@@ -21,6 +21,7 @@ import ssl
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,20 @@ LOG_PROBLEMS: Final = (
     "panic:",
     "Observed a panic",
 )
+
+
+def depth_in(metrics: str) -> float | None:
+    """The `jobset` work queue's depth in a /metrics text, None when it is not there whole. A
+    replica that exits while it is scraped (a deposed leader) cuts its answer short, so the
+    last line may end before its value."""
+    for line in metrics.splitlines():
+        if line.startswith("workqueue_depth{") and 'name="jobset"' in line:
+            value = line.rsplit("} ", 1)[-1] if "} " in line else ""
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
 
 
 @dataclass
@@ -519,10 +534,7 @@ class Soak:
             writer.close()
         except (OSError, TimeoutError, ssl.SSLError):
             return None
-        for line in body.decode(errors="replace").splitlines():
-            if line.startswith("workqueue_depth{") and 'name="jobset"' in line:
-                return float(line.rsplit(" ", 1)[1])
-        return None
+        return depth_in(body.decode(errors="replace"))
 
     async def recheck_depth(self, leader: Replica, depth: float | None) -> float | None:
         """While the queue is not empty, scrape its depth again each second, up to
@@ -544,7 +556,12 @@ class Soak:
             try:  # the sampler must outlive one bad round
                 await self.sample_once(time.monotonic())
             except Exception as error:
-                print(f"soak: sampler round failed: {error!r}", file=sys.stderr, flush=True)
+                where = traceback.extract_tb(error.__traceback__)[-1]
+                print(
+                    f"soak: sampler round failed: {error!r} at {where.filename}:{where.lineno}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     async def sample_once(self, now: float) -> None:
         """CPU and RSS, replicas restarted, the leader's queue depth, JobSets without

@@ -1,0 +1,28 @@
+"""The soak reads the leader's work-queue depth from its /metrics text; an answer cut short (a
+replica that exits while it is scraped) is no reading, not an error of the sampler."""
+
+from __future__ import annotations
+
+from jobset_controller_dev.soak.run import depth_in
+
+METRICS = (
+    "# HELP workqueue_depth Current depth of workqueue\n"
+    "# TYPE workqueue_depth gauge\n"
+    'workqueue_depth{controller="pod",name="pod"} 3\n'
+    'workqueue_depth{controller="jobset",name="jobset"} 12\n'
+)
+
+
+def test_the_depth_is_the_jobset_queues_value() -> None:
+    assert depth_in(METRICS) == 12.0
+
+
+def test_an_answer_cut_before_the_value_is_no_reading() -> None:
+    cut = METRICS[: METRICS.rindex("} ") + 1]
+    assert cut.endswith('name="jobset"}')
+    assert depth_in(cut) is None
+
+
+def test_an_answer_without_the_jobset_queue_is_no_reading() -> None:
+    assert depth_in(METRICS.splitlines()[2]) is None
+    assert depth_in("") is None
