@@ -384,7 +384,7 @@ class Informer:
                 # The continue token expired (a very long first list): one response instead;
                 # the store, partly filled, is then replaced in one step.
                 log.info("paged list expired, listing at once", resource=self.resource.plural)
-        elif self._stream_relists and await self._relist_streaming(params):
+        elif self._stream_relists and await self._relist_streaming():
             return
         attempts = [self.resource_version or "0", ""]
         body: dict[str, Any] | None = None
@@ -432,18 +432,26 @@ class Informer:
         self.resource_version = resource_version
         self._synced.set()
 
-    async def _relist_streaming(self, params: Mapping[str, Any]) -> bool:
-        """A relist as a streaming list (module docstring). False when the server refused it or
-        its answer expired: the caller then lists at once."""
-        stream_params = {
-            **params,
+    def _watch_params(self) -> dict[str, Any]:
+        """A watch from the last resourceVersion with bookmarks and a random server timeout in
+        [min, 2 min] (module docstring, step 2); a streaming relist adds its own two."""
+        return {
             "resourceVersion": self.resource_version,
-            "resourceVersionMatch": "NotOlderThan",
-            "sendInitialEvents": True,
             "allowWatchBookmarks": True,
             "timeoutSeconds": self._rng.randint(
                 self._min_watch_timeout, 2 * self._min_watch_timeout
             ),
+            "labelSelector": self._label_selector,
+            "fieldSelector": self._field_selector,
+        }
+
+    async def _relist_streaming(self) -> bool:
+        """A relist as a streaming list (module docstring). False when the server refused it or
+        its answer expired: the caller then lists at once."""
+        stream_params = {
+            **self._watch_params(),
+            "resourceVersionMatch": "NotOlderThan",
+            "sendInitialEvents": True,
         }
         fresh: dict[str, Obj] = {}
         try:
@@ -527,15 +535,7 @@ class Informer:
 
     # ---------------------------------------------------------------------------- watch
     async def _watch(self) -> None:
-        params = {
-            "resourceVersion": self.resource_version,
-            "allowWatchBookmarks": True,
-            "timeoutSeconds": self._rng.randint(
-                self._min_watch_timeout, 2 * self._min_watch_timeout
-            ),
-            "labelSelector": self._label_selector,
-            "fieldSelector": self._field_selector,
-        }
+        params = self._watch_params()
         self.stats.watches += 1
         started, events = self._clock.now(), 0
         try:
