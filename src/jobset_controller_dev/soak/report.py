@@ -25,6 +25,13 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:+.1f}%"
 
 
+def _life(figures: Figures) -> str:
+    """The longest steady life's growth and its name (`-` for runs before the key)."""
+    if "rss_life" not in figures:
+        return "-"
+    return f"{_percent(figures['rss_life_growth'])} {figures['rss_life']}"
+
+
 ROWS: list[tuple[str, Callable[[Figures], object]]] = [
     ("JobSets created", lambda f: f["created"]),
     ("JobSets finished", lambda f: f["finished"]),
@@ -39,7 +46,9 @@ ROWS: list[tuple[str, Callable[[Figures], object]]] = [
     ("Job creates answered AlreadyExists", lambda f: f["already_exists"]),
     ("CPU (both replicas, every life)", lambda f: f"{f['cpu_seconds']:.0f} s"),
     ("leader RSS start / end", lambda f: f"{f['rss_start_mib']:.0f} / {f['rss_end_mib']:.0f} MiB"),
-    ("leader RSS growth, second half", lambda f: _percent(f["rss_growth_second_half"])),
+    ("leader RSS growth, second half, no burst", lambda f: _percent(f["rss_growth_second_half"])),
+    ("  the same, every warm sample", lambda f: _percent(f.get("rss_growth_warm"))),
+    ("  the longest steady life's own", lambda f: _life(f)),
     ("work queue depth, max", lambda f: f"{f['max_queue_depth']:.0f}"),
     ("pod failures injected", lambda f: f["injected_failures"]),
     ("faults", lambda f: len(f["faults"])),

@@ -18,7 +18,6 @@ import os
 import random
 import signal
 import ssl
-import statistics
 import sys
 import time
 import traceback
@@ -42,7 +41,7 @@ from jobset_controller_dev.envtest.kueue import Kueue
 from jobset_controller_dev.envtest.kwok_stages import FROZEN_ANNOTATION
 from jobset_controller_dev.envtest.upstream import ensure_upstream, upstream_rbac
 from jobset_controller_dev.envtest.webhooks import upstream_webhook_configurations
-from jobset_controller_dev.soak import checks, faults, mix
+from jobset_controller_dev.soak import checks, faults, memory, mix
 from jobset_controller_dev.soak.checks import Violation
 from jobset_controller_dev.soak.observer import Observer, Record
 from jobset_controller_dev.soak.proxy import Forwarder
@@ -137,7 +136,13 @@ class Result:
     cpu: float = 0.0
     rss_start: int = 0
     rss_end: int = 0
-    rss_growth: float | None = None
+    rss_growth: float | None = None  # memory.steady_growth: the judged figure
+    rss_growth_warm: float | None = None  # memory.warm_growth: every warm sample
+    rss_steady_samples: int = 0
+    rss_life_growth: float | None = None  # the longest steady life's own growth
+    rss_life: str = "-"
+    rss_samples: list[memory.RssSample] = field(default_factory=list)
+    bursts_at: list[float] = field(default_factory=list)  # s into the run
     max_queue_depth: float = 0.0
     relists: int = 0
     injections: int = 0
@@ -173,6 +178,12 @@ class Result:
             "rss_start_mib": self.rss_start / 2**20,
             "rss_end_mib": self.rss_end / 2**20,
             "rss_growth_second_half": self.rss_growth,
+            "rss_growth_warm": self.rss_growth_warm,
+            "rss_steady_samples": self.rss_steady_samples,
+            "rss_life_growth": self.rss_life_growth,
+            "rss_life": self.rss_life,
+            "rss_samples": [[s.at, s.life, s.born, s.rss] for s in self.rss_samples],
+            "bursts_at": self.bursts_at,
             "max_queue_depth": self.max_queue_depth,
             "deleted_by_janitor": self.deleted,
             "queued_at_end": self.queued_at_end,
@@ -294,7 +305,7 @@ class Soak:
         self.started = time.monotonic()
         self.fault_walls: list[float] = []
         self.stuck: set[str] = set()
-        self.rss: list[tuple[float, int]] = []
+        self.rss: list[memory.RssSample] = []
         self.queue_busy_since: float | None = None
         self.queue_alarm = False
         self.creating: set[asyncio.Task[None]] = set()
@@ -422,6 +433,7 @@ class Soak:
         if kind == "burst":
             self.burst_at = time.monotonic()
             self.bursts += 1
+            self.result.bursts_at.append(round(self.burst_at - self.started, 1))
             workloads = [mix.burst_workload(self.bursts, i) for i in range(self.options.burst)]
             for workload in workloads:
                 self.spawn_create(workload)
@@ -576,7 +588,9 @@ class Soak:
         if leader is not None:
             rss = leader.sample()[1]
             if rss and now - leader.started_at > WARM_SECONDS:
-                self.rss.append((now - self.started, rss))
+                life = f"{leader.name}#{leader.lives}"
+                born = round(leader.started_at - self.started, 1)
+                self.rss.append(memory.RssSample(round(now - self.started, 1), life, born, rss))
             depth = await self.queue_depth(leader)
             if depth is not None:
                 self.result.depths.append((round(now - self.started), depth))
@@ -727,7 +741,7 @@ async def _soak(
             if took is not None:
                 result.latency_by_shape.setdefault(record.workload.shape, []).append(took)
         result.relists, result.injections = soak.observer.relists, soak.observer.injections
-        _rss_figures(soak.rss, options.minutes * 60, result)
+        _rss_figures(soak.rss, options, result)
         result.fault_walls = soak.fault_walls
     finally:
         for task in background:
@@ -739,17 +753,18 @@ async def _soak(
         await kube.close()
 
 
-def _rss_figures(samples: list[tuple[float, int]], duration: float, result: Result) -> None:
-    """RSS of the warm leader: first and last sample, and the growth over the second half
-    (median of the last tenth against the median of the tenth after the middle)."""
+def _rss_figures(samples: list[memory.RssSample], options: Options, result: Result) -> None:
+    """RSS of the warm leader: first and last sample, and the growth figures of `memory` (a
+    burst's window lasts until its drain bound and the janitor's delay have passed)."""
+    result.rss_samples = samples
     if not samples:
         return
-    result.rss_start, result.rss_end = samples[0][1], samples[-1][1]
-    middle = [rss for t, rss in samples if duration / 2 <= t < duration * 0.6]
-    last = [rss for t, rss in samples if t >= duration * 0.9]
-    if middle and last:
-        base = statistics.median(middle)
-        result.rss_growth = (statistics.median(last) - base) / base
+    result.rss_start, result.rss_end = samples[0].rss, samples[-1].rss
+    span = options.queue_never_empty + options.delete_finished
+    found = memory.memory(samples, result.bursts_at, span, options.minutes * 60)
+    result.rss_growth, result.rss_growth_warm = found.steady_growth, found.warm_growth
+    result.rss_steady_samples = found.steady_samples
+    result.rss_life_growth, result.rss_life = found.life_growth, found.life
 
 
 def _audit(cluster: FullCluster, result: Result) -> None:
