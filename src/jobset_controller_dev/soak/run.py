@@ -83,17 +83,22 @@ LOG_PROBLEMS: Final = (
 
 
 def depth_in(metrics: str) -> float | None:
-    """The `jobset` work queue's depth in a /metrics text, None when it is not there whole. A
-    replica that exits while it is scraped (a deposed leader) cuts its answer short, so the
-    last line may end before its value."""
+    """The `jobset` work queue's depth in a /metrics text: the sum of its series, None when
+    they are not there whole. Why a sum: upstream's controller-runtime (v0.23 and later) runs a
+    priority queue and publishes one `workqueue_depth` series per priority (new events at 0, the
+    initial list and resyncs at -100); reading the first series alone saw only the keys of a
+    relist, never a burst's. A replica that exits while it is scraped (a deposed leader) cuts
+    its answer short, so the last line may end before its value."""
+    total, seen = 0.0, False
     for line in metrics.splitlines():
         if line.startswith("workqueue_depth{") and 'name="jobset"' in line:
             value = line.rsplit("} ", 1)[-1] if "} " in line else ""
             try:
-                return float(value)
+                total += float(value)
             except ValueError:
                 return None
-    return None
+            seen = True
+    return total if seen else None
 
 
 @dataclass

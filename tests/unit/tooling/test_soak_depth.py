@@ -17,6 +17,24 @@ def test_the_depth_is_the_jobset_queues_value() -> None:
     assert depth_in(METRICS) == 12.0
 
 
+PRIORITY_QUEUE = (
+    'workqueue_depth{controller="jobset",name="jobset",priority="-100"} 0\n'
+    'workqueue_depth{controller="jobset",name="jobset",priority="0"} 480\n'
+    'workqueue_depth{controller="pod",name="pod",priority="0"} 7\n'
+)
+
+
+def test_a_priority_queues_depth_is_the_sum_of_its_priorities() -> None:
+    """Upstream's controller-runtime publishes a series per priority; a burst's keys are at
+    priority 0, after the relist's -100 in the text."""
+    assert depth_in(PRIORITY_QUEUE) == 480.0
+
+
+def test_a_cut_series_of_a_priority_queue_is_no_reading() -> None:
+    cut = PRIORITY_QUEUE[: PRIORITY_QUEUE.index('priority="0"} ') + len('priority="0"}')]
+    assert depth_in(cut) is None
+
+
 def test_an_answer_cut_before_the_value_is_no_reading() -> None:
     cut = METRICS[: METRICS.rindex("} ") + 1]
     assert cut.endswith('name="jobset"}')
