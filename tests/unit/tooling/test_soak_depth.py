@@ -3,7 +3,9 @@ replica that exits while it is scraped) is no reading, not an error of the sampl
 
 from __future__ import annotations
 
-from jobset_controller_dev.soak.run import depth_in
+import asyncio
+
+from jobset_controller_dev.soak.run import burst_worked_off, depth_in
 
 METRICS = (
     "# HELP workqueue_depth Current depth of workqueue\n"
@@ -44,3 +46,14 @@ def test_an_answer_cut_before_the_value_is_no_reading() -> None:
 def test_an_answer_without_the_jobset_queue_is_no_reading() -> None:
     assert depth_in(METRICS.splitlines()[2]) is None
     assert depth_in("") is None
+
+
+async def test_a_burst_is_worked_off_only_at_an_empty_queue_after_its_creates_returned() -> None:
+    loop = asyncio.get_running_loop()
+    sent, sending = loop.create_future(), loop.create_future()
+    sent.set_result(None)
+    assert not burst_worked_off(0.0, [sent, sending])  # read before the last JobSet existed
+    sending.set_result(None)
+    assert burst_worked_off(0.0, [sent, sending])
+    assert not burst_worked_off(3.0, [sent, sending])
+    assert not burst_worked_off(None, [sent, sending])  # no reading
