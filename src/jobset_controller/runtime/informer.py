@@ -400,7 +400,6 @@ class Informer:
                 raise
         if body is None:
             raise RuntimeError(f"listing {self.resource.plural} failed at every resourceVersion")
-        self.stats.lists += 1
         resource_version = str((body.get("metadata") or {}).get("resourceVersion", ""))
         raw_items: list[Obj] = body.pop("items", None) or []
         del body
@@ -408,9 +407,8 @@ class Informer:
         kept: list[Obj] = []
         await self._ingest(raw_items, kept=None if first else kept)
         if not first:
-            self._replace(kept)
-        self.resource_version = resource_version
-        self._synced.set()
+            self._replace({object_key(item): item for item in kept})
+        self._listed(resource_version)
 
     async def _list_in_pages(self, params: Mapping[str, Any]) -> None:
         """The first list, page by page, each page's items added as it arrives."""
@@ -428,6 +426,10 @@ class Informer:
             token = str(meta.get("continue") or "")
             if not token:
                 break
+        self._listed(resource_version)
+
+    def _listed(self, resource_version: str) -> None:
+        """A list is in the store: count it, watch on from its version, and say so."""
         self.stats.lists += 1
         self.resource_version = resource_version
         self._synced.set()
@@ -464,11 +466,9 @@ class Informer:
                 meta = obj.get("metadata") or {}
                 if kind == "BOOKMARK":
                     if (meta.get("annotations") or {}).get(_INITIAL_EVENTS_END) == "true":
-                        self._replace(list(fresh.values()))
-                        self.resource_version = str(meta.get("resourceVersion") or "")
-                        self.stats.lists += 1
+                        self._replace(fresh)
                         self.stats.streamed_relists += 1
-                        self._synced.set()
+                        self._listed(str(meta.get("resourceVersion") or ""))
                         return True
                     continue
                 obj = self._transform(obj)
@@ -518,9 +518,9 @@ class Informer:
             elif _rv(old) != _rv(item):
                 self.handlers.on_update(old, item)
 
-    def _replace(self, items: list[Obj]) -> None:
-        """Make the store equal to a fresh list, notifying handlers of every difference."""
-        fresh = {object_key(item): item for item in items}
+    def _replace(self, fresh: Mapping[str, Obj]) -> None:
+        """Make the store equal to a fresh list (its objects by key), notifying handlers of
+        every difference."""
         for key in self.store.list_keys():
             if key not in fresh:
                 old = self.store.remove(key)
