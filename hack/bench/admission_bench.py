@@ -514,6 +514,11 @@ def ratio(ours: float | None, theirs: float | None) -> str:
     return f"{ours / theirs:.2f}x"
 
 
+def table_order(key: Key) -> tuple[bool, int, float, int]:
+    """Idle before busy, the kinds in `KINDS` order, closed loop before the rates."""
+    return key.busy, KINDS.index(key.kind), key.rate, key.conns
+
+
 def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> None:
     labels = list(results)
     pair = UPSTREAM in labels and len(labels) == 2
@@ -533,7 +538,7 @@ def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> Non
     print("|---|---:|---|" + "---:|" * 7 + ("---:|" * 3 if pair else ""))
     keys = sorted(
         {key for by in results.values() for key in by},
-        key=lambda k: (k.busy, KINDS.index(k.kind), k.rate, k.conns),
+        key=table_order,
     )
     for key in keys:
         cells = [results[label].get(key) for label in labels]
@@ -577,7 +582,7 @@ def goals(up: dict[Key, Cell], us: dict[Key, Cell], args: argparse.Namespace) ->
         f"\ngoals: p99 at each rate <= {P99_BOUND:g}x upstream's (busy or idle); "
         f"reviews/s at {WIDE} connections >= upstream's"
     )
-    for key in sorted(up, key=lambda k: (k.busy, KINDS.index(k.kind), k.rate, k.conns)):
+    for key in sorted(up, key=table_order):
         theirs, mine = up[key], us.get(key)
         if mine is None or not (key.rate or key.conns == WIDE):
             continue

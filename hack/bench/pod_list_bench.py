@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import subprocess
 import sys
 import time
@@ -48,6 +49,7 @@ from jobset_controller.controller.resources import PODS
 from jobset_controller.runtime.client import KubeClient
 from jobset_controller.runtime.memtrim import malloc_trim
 from jobset_controller_dev.envtest import ControlPlane
+from jobset_controller_dev.envtest.processes import process_peak_rss, process_rss
 
 NAMESPACE = "pods"
 PODS_PER_JOB = 100
@@ -114,14 +116,11 @@ async def seed(kubeconfig: str, count: int) -> float:
 
 # ------------------------------------------------------------------------------- the measured side
 def rss_mib() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * 4096 / MIB
+    return process_rss(os.getpid()) / MIB
 
 
 def hwm_mib() -> float:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM"))
-    return int(line.split()[1]) / 1024
+    return process_peak_rss(os.getpid()) / MIB
 
 
 def reset_peak() -> None:

@@ -48,7 +48,7 @@ ROWS: list[tuple[str, Callable[[Figures], object]]] = [
     ("leader RSS start / end", lambda f: f"{f['rss_start_mib']:.0f} / {f['rss_end_mib']:.0f} MiB"),
     ("leader RSS growth, second half, no burst", lambda f: _percent(f["rss_growth_second_half"])),
     ("  the same, every warm sample", lambda f: _percent(f.get("rss_growth_warm"))),
-    ("  the longest steady life's own", lambda f: _life(f)),
+    ("  the longest steady life's own", _life),
     ("work queue depth, max", lambda f: f"{f['max_queue_depth']:.0f}"),
     ("pod failures injected", lambda f: f["injected_failures"]),
     ("faults", lambda f: len(f["faults"])),

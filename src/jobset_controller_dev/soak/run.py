@@ -317,7 +317,6 @@ class Soak:
         self.started = time.monotonic()
         self.fault_walls: list[float] = []
         self.stuck: set[str] = set()
-        self.rss: list[memory.RssSample] = []
         self.queue_busy_since: float | None = None
         self.queue_alarm = False
         self.creating: set[asyncio.Task[None]] = set()
@@ -605,7 +604,8 @@ class Soak:
             if rss and now - leader.started_at > WARM_SECONDS:
                 life = f"{leader.name}#{leader.lives}"
                 born = round(leader.started_at - self.started, 1)
-                self.rss.append(memory.RssSample(round(now - self.started, 1), life, born, rss))
+                sample = memory.RssSample(round(now - self.started, 1), life, born, rss)
+                self.result.rss_samples.append(sample)
             depth = await self.queue_depth(leader)
             if depth is not None:
                 self.result.depths.append((round(now - self.started), depth))
@@ -756,7 +756,7 @@ async def _soak(
             if took is not None:
                 result.latency_by_shape.setdefault(record.workload.shape, []).append(took)
         result.relists, result.injections = soak.observer.relists, soak.observer.injections
-        _rss_figures(soak.rss, options, result)
+        _rss_figures(options, result)
         result.fault_walls = soak.fault_walls
     finally:
         for task in background:
@@ -768,10 +768,10 @@ async def _soak(
         await kube.close()
 
 
-def _rss_figures(samples: list[memory.RssSample], options: Options, result: Result) -> None:
-    """RSS of the warm leader: first and last sample, and the growth figures of `memory` (a
-    burst's window lasts until its drain bound and the janitor's delay have passed)."""
-    result.rss_samples = samples
+def _rss_figures(options: Options, result: Result) -> None:
+    """RSS of the warm leader from its samples: first and last, and the growth figures of
+    `memory` (a burst's window lasts until its drain bound and the janitor's delay have passed)."""
+    samples = result.rss_samples
     if not samples:
         return
     result.rss_start, result.rss_end = samples[0].rss, samples[-1].rss
