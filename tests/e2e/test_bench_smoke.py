@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.source_trees import parse_python
 
 from jobset_controller_dev.envtest.polling import poll, scaled
 from jobset_controller_dev.envtest.processes import processes_mentioning
@@ -120,9 +121,7 @@ def test_every_bench_in_hack_bench_has_a_smoke_test_here() -> None:
     """A bench added to hack/bench without a test here would be the next one nobody runs."""
     benches = {p.stem for p in BENCH.glob("*.py")} - HELPERS
     tests = {
-        node.name
-        for node in ast.parse(Path(__file__).read_text()).body
-        if isinstance(node, ast.FunctionDef)
+        node.name for node in parse_python(Path(__file__)).body if isinstance(node, ast.FunctionDef)
     }
     untested = sorted(b for b in benches if f"test_{b}_runs_at_its_smallest_size" not in tests)
     assert not untested, f"benches without a smoke test in {Path(__file__).name}: {untested}"

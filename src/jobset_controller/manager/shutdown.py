@@ -65,7 +65,9 @@ async def stop_gracefully(
     if renew is not None and renew in done:
         draining.cancel()
         await asyncio.gather(draining, return_exceptions=True)
-        log.error("leader election lost while shutting down, exiting")
+        # Read the renewal's exception: one never retrieved is logged again, with a traceback,
+        # whenever the task is collected.
+        log.error("leader election lost while shutting down, exiting", error=str(renew.exception()))
         raise Deposed
     if not draining.result():
         log.warning("in-flight reconciles did not finish in time; cancelling them")

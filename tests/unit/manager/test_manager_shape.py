@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_trees import parse_python
+
 from jobset_controller.api.features import GATE_NAMES, FeatureGates
 
 MANAGER = Path(__file__).resolve().parents[3] / "src" / "jobset_controller" / "manager"
@@ -14,7 +16,7 @@ GATES = set(FeatureGates.__dataclass_fields__) | set(GATE_NAMES)
 
 
 def test_lifecycle_names_no_controller_type_package_or_gate() -> None:
-    tree = ast.parse((MANAGER / "lifecycle.py").read_text())
+    tree = parse_python(MANAGER / "lifecycle.py")
     imported = [
         (node.module or "", alias.name)
         for node in ast.walk(tree)

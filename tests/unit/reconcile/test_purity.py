@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from tests.source_trees import parse_python
 
 PACKAGE = Path(__file__).resolve().parents[3] / "src" / "jobset_controller" / "reconcile"
 MODULES = sorted(PACKAGE.glob("*.py"))
@@ -51,7 +52,7 @@ def imports(tree: ast.AST) -> set[str]:
 
 @pytest.mark.parametrize("path", MODULES, ids=[p.name for p in MODULES])
 def test_imports_only_the_api_of_our_packages_and_nothing_impure(path: Path) -> None:
-    tree = ast.parse(path.read_text())
+    tree = parse_python(path)
     for name in imports(tree):
         parts = name.split(".")
         if parts[0] == "jobset_controller":
@@ -62,7 +63,7 @@ def test_imports_only_the_api_of_our_packages_and_nothing_impure(path: Path) -> 
 
 @pytest.mark.parametrize("path", MODULES, ids=[p.name for p in MODULES])
 def test_reads_no_clock_and_no_environment(path: Path) -> None:
-    tree = ast.parse(path.read_text())
+    tree = parse_python(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
@@ -72,7 +73,7 @@ def test_reads_no_clock_and_no_environment(path: Path) -> None:
 
 @pytest.mark.parametrize("path", MODULES, ids=[p.name for p in MODULES])
 def test_no_global_statements_or_module_level_mutable_containers(path: Path) -> None:
-    tree = ast.parse(path.read_text())
+    tree = parse_python(path)
     for node in ast.walk(tree):
         assert not isinstance(node, ast.Global | ast.Nonlocal), f"{path.name}:{node.lineno}"
     for node in tree.body:

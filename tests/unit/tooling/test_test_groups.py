@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 from tests.conftest import E2E_PACKAGE_CLUSTER, EACH_TEST_ALONE, RUN_FIRST, group_of
+from tests.source_trees import parse_python
 
 TESTS = Path(__file__).resolve().parents[2]
 # The fixtures of tests/e2e/conftest.py that are, or stand on, the package's full cluster.
@@ -18,7 +19,7 @@ PACKAGE_CLUSTER_FIXTURES = frozenset(
 def uses_package_cluster(module: Path) -> bool:
     """Whether a test function of `module` takes one of the package cluster's fixtures that
     the module does not define again for itself."""
-    tree = ast.parse(module.read_text())
+    tree = parse_python(module)
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
     functions = [node for node in ast.walk(tree) if isinstance(node, kinds)]
     own = {function.name for function in functions if _is_fixture(function)}

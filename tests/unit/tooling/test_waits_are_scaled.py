@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.source_trees import parse_python
 
 ROOT = Path(__file__).resolve().parents[3]
 SCANNED = (
@@ -150,7 +151,7 @@ def _scales_itself(call: ast.Call) -> bool:
 
 def findings(source: str) -> Iterator[tuple[int, str]]:
     """(line, rule broken) for every unscaled wait bound in `source`."""
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.Call):
             yield from _call_findings(node)
         elif isinstance(node, ast.List | ast.Tuple):
