@@ -470,3 +470,62 @@ def _errors(manager: Manager) -> float:
         "controller_runtime_reconcile_errors_total", {"controller": "jobset"}
     )
     return float(value or 0.0)
+
+
+async def test_a_create_refused_in_a_terminating_namespace_is_not_retried(
+    controller: Manager,
+    kube: KubeClient,
+    namespace: str,
+    sim: KubeSim,
+    passes: Passes,
+    control_plane: ControlPlane,
+    controller_account: tuple[str, Path],
+) -> None:
+    """The namespace is deleted (it stays Terminating here: this control plane runs no namespace
+    controller) and one of the JobSet's Jobs goes: the pass that wants it back is refused with
+    the NamespaceTerminating cause and ends without an error, so no backoff retry follows. A
+    later event still gets its own pass, and its create is refused once, too."""
+    c = cluster_of(kube, namespace, sim)
+    await c.create(jobset())
+    await eventually(lambda: _count(c, 3), "3 Jobs", 45.0)
+    key, gone = f"{namespace}/js", "js-workers-1"
+    user = service_account_user(controller_account[0], CONTROLLER_ACCOUNT)
+
+    def refused_creates() -> list[str]:
+        return sorted(
+            {
+                event["auditID"]
+                for event in control_plane.iter_audit_events(user)
+                if event["verb"] == "create"
+                and (event.get("objectRef") or {}).get("resource") == "jobs"
+                and (event.get("objectRef") or {}).get("namespace") == namespace
+                and (event.get("responseStatus") or {}).get("code") == 403
+            }
+        )
+
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    mark = passes.mark()
+    # Background: a Job deleted with its default (orphan) policy waits for a garbage collector.
+    await kube.delete(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs/{gone}", propagation="Background"
+    )
+    first = await passes.first(
+        key,
+        lambda p: any(j["metadata"]["name"] == gone for j in p.plan.jobs_to_create),
+        "a pass that wants the Job back",
+        since=mark,
+    )
+    await eventually(lambda: len(refused_creates()) == 1, "its create refused", 45.0)
+    # A change the controller has nothing to do about enqueues the key once more; by the time
+    # its pass runs, the refused one has finished (one worker per key).
+    await kube.merge_patch(c.path("js"), {"metadata": {"annotations": {"test/nudge": "1"}}})
+    nudged = await passes.first(
+        key,
+        lambda p: p.snapshot.jobset.metadata.annotations.get("test/nudge") == "1",
+        "a pass that saw the annotation",
+        since=mark,
+    )
+    await eventually(lambda: len(refused_creates()) == 2, "the nudged pass's create refused", 45.0)
+    between = passes.since(mark, key)
+    assert between.index(nudged) == between.index(first) + 1, "a retry ran in between"
+    assert await c.job_names() == ["js-leader-0", "js-workers-0"]

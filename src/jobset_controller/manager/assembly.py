@@ -27,6 +27,7 @@ from jobset_controller.runtime.looplag import LoopLagMonitor
 from jobset_controller.runtime.memtrim import trim_once_quiet
 from jobset_controller.runtime.metrics_and_health import parse_bind_address
 from jobset_controller.runtime.runnables import Group, Runnable, Runnables
+from jobset_controller.runtime.switchinterval import SwitchInterval
 from jobset_controller.webhook.pods import Lookups
 
 log = structlog.get_logger("manager")
@@ -67,6 +68,7 @@ async def build(
     config, add = options.config, runnables.add
     features = FeatureGates.from_mapping(config.feature_gates)
     scheduling_api = await controllers.workload_api_served(client, features, wait)
+    webhook_tls = certificates.webhook_tls(options, client, clock=clock, rng=rng)
     wiring = controllers.Wiring(
         client,
         controllers.SharedMetrics.of(registry),
@@ -74,6 +76,7 @@ async def build(
         clock,
         rng,
         events_client=client.with_own_budget(),
+        switch=SwitchInterval() if webhook_tls is not None else None,
     )
     placement_mode = PlacementMode(
         client,
@@ -107,7 +110,6 @@ async def build(
     for part in _metrics(options, review_client, registry=registry, clock=clock):
         add(part)
     webhooks: servers.Webhooks | None = None
-    webhook_tls = certificates.webhook_tls(options, client, clock=clock, rng=rng)
     if webhook_tls is not None:
         webhooks = servers.webhooks(
             config,

@@ -40,6 +40,7 @@ from jobset_controller.runtime.events import EventMetrics, EventRecorder
 from jobset_controller.runtime.informer import Informer
 from jobset_controller.runtime.metrics_workqueue import PrometheusWorkQueueMetricsProvider
 from jobset_controller.runtime.runnables import Group, Runnable
+from jobset_controller.runtime.switchinterval import SwitchInterval
 from jobset_controller.runtime.workers import Reconcile, ReconcileMetrics, Workers
 from jobset_controller.runtime.workqueue import WorkQueue
 
@@ -77,6 +78,9 @@ class Wiring:
     rng: RandomSource = random
     # The event recorders' client: `client` with a rate limit of its own (runtime/events.py).
     events_client: KubeClient | None = None
+    # Set when the webhooks are served on their thread: the switch interval is short while a
+    # reconcile runs (runtime/switchinterval.py).
+    switch: SwitchInterval | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ def _workers(
         metrics=wiring.metrics.reconcile,
         object_label=label,
         clock=wiring.clock,
+        switch=wiring.switch,
     )
 
 

@@ -89,12 +89,13 @@ class ApiError(Exception):
         super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}".strip())
 
     def has_cause(self, cause: str) -> bool:
-        """Whether the Status names `cause` among `details.causes` (e.g. NAMESPACE_TERMINATING)."""
+        """Whether the Status names `cause` among `details.causes` (e.g. NAMESPACE_TERMINATING).
+        A cause's type is its `reason` field in JSON (Go's StatusCause.Type is tagged so)."""
         details = self.body.get("details")
         causes = details.get("causes") if isinstance(details, Mapping) else None
         if not isinstance(causes, list):
             return False
-        return any(isinstance(c, Mapping) and c.get("type") == cause for c in causes)
+        return any(isinstance(c, Mapping) and c.get("reason") == cause for c in causes)
 
 
 class NotFound(ApiError):

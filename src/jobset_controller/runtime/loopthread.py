@@ -5,11 +5,11 @@ runs the reconciles. A pass over a JobSet of a thousand Jobs holds the loop for 
 milliseconds at a time, and a review that arrives meanwhile waits for it (docs/benchmarks.md,
 admission at a rate, busy). Served from a loop on another thread, a review waits for the
 interpreter to hand over its lock, which the running thread is asked to do after the switch
-interval (CPython's 5 ms, left as it is), not after its step. Measured (docs/benchmarks.md,
-"Admission on a thread of its own"): the busy p99 at 200 reviews a second fell from 39-44 ms
-to 15-16 ms. The price is closed-loop throughput (every handover of the lock costs): 7-18%
-lower idle, 30-67% lower while a reconcile is busy. A 1 ms interval lost more throughput for
-no better p99.
+interval, not after its step: 1 ms while a reconcile runs, CPython's 5 ms otherwise
+(runtime/switchinterval.py says why). Measured (docs/benchmarks.md, "Admission on a thread of
+its own"): the busy p99 at 200 reviews a second fell from 39-44 ms to 15-16 ms. The price is
+closed-loop throughput (every handover of the lock costs): 7-18% lower idle, 30-67% lower
+while a reconcile is busy.
 
 Guarantees:
 - `start()` returns once the loop runs; `call(fn)` runs the coroutine `fn()` on that loop and

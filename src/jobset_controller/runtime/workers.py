@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import structlog
@@ -35,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from jobset_controller.runtime.client import Conflict
 from jobset_controller.runtime.clock import Clock, RealClock
+from jobset_controller.runtime.switchinterval import SwitchInterval
 from jobset_controller.runtime.workqueue import QueueShutDown, WorkQueue
 
 log = structlog.get_logger("workers")
@@ -139,7 +141,8 @@ def split_key(key: str) -> tuple[str, str]:
 
 class Workers:
     """N tasks draining one queue through one reconcile function; its metrics are labelled
-    `controller=<name>` in the families given (unregistered ones when none are)."""
+    `controller=<name>` in the families given (unregistered ones when none are). With `switch`,
+    each reconcile runs inside its `busy()` block (runtime/switchinterval.py)."""
 
     def __init__(
         self,
@@ -151,6 +154,7 @@ class Workers:
         metrics: ReconcileMetrics | None = None,
         object_label: str = "name",
         clock: Clock | None = None,
+        switch: SwitchInterval | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -160,6 +164,7 @@ class Workers:
         self._count = workers
         self._object_label = object_label
         self._clock: Clock = clock or RealClock()
+        self.switch = switch
         self.metrics = metrics or ReconcileMetrics(None)
         self.metrics.declare(name, workers)
 
@@ -192,7 +197,8 @@ class Workers:
             self.metrics.active.labels(controller).inc()
             started = self._clock.now()
             try:
-                result = await self._reconcile(key)
+                with self.switch.busy() if self.switch is not None else nullcontext():
+                    result = await self._reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception as error:

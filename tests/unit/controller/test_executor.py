@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -235,6 +236,79 @@ async def test_refused_creates_emit_job_creation_failed_and_stop_before_the_stat
     assert ("replace", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/js/status") not in (
         client.calls
     )
+
+
+def terminating() -> Forbidden:
+    """The API server's answer to a create in a namespace being deleted."""
+    return Forbidden(
+        403,
+        {
+            "reason": "Forbidden",
+            "message": 'jobs.batch "x" is forbidden: unable to create new content in namespace '
+            "ns because it is being terminated",
+            "details": {
+                "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]
+            },
+        },
+    )
+
+
+class RoundTrips(FakeClient):
+    """Each create is answered a loop turn later, as over a connection: the creates in flight
+    are the ones the parallelism lets start, not all of them."""
+
+    async def create(self, path: str, body: Any, **params: Any) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return await super().create(path, body, **params)
+
+
+async def test_a_create_refused_for_a_terminating_namespace_ends_the_pass_quietly() -> None:
+    """No event, no error (so no retry), the pass's other creates cancelled, no status write."""
+    client, recorder = RoundTrips(), FakeRecorder()
+    executor = Executor(
+        client,  # type: ignore[arg-type]
+        recorder,  # type: ignore[arg-type]
+        JobSetMetrics(CollectorRegistry()),
+        create_parallelism=5,
+    )
+    jobs = tuple(job(f"j{index}") for index in range(250))
+    for each in jobs:
+        client.fail[("create", f"/jobs/{each['metadata']['name']}")] = terminating()
+    plan = Plan(jobs_to_create=jobs, status={"restarts": 0})
+    assert await executor.execute(JOBSET, plan) is None
+    creates = [path for verb, path in client.calls if verb == "create"]
+    assert 1 <= len(creates) <= 5  # what was in flight when the first refusal came, no more
+    assert recorder.events == []
+    assert not [call for call in client.calls if call[0] == "replace"]
+
+
+@pytest.mark.parametrize("suffix", ["/services/js", "/persistentvolumeclaims/c"])
+async def test_a_service_or_claim_refused_for_a_terminating_namespace_ends_the_pass_quietly(
+    parts: Any, suffix: str
+) -> None:
+    client, recorder, _, executor = parts
+    client.fail[("create", suffix)] = terminating()
+    claim = {"metadata": {"name": "c"}}
+    plan = Plan(
+        service_to_create={"metadata": {"name": "js"}},
+        pvcs_to_create=(claim,),
+        jobs_to_create=(job("j"),),
+        status={"restarts": 0},
+    )
+    assert await executor.execute(JOBSET, plan) is None
+    assert recorder.events == []
+    assert not [path for verb, path in client.calls if path.endswith("/jobs/j")]
+
+
+async def test_a_plain_403_on_create_is_still_an_error_with_its_event(parts: Any) -> None:
+    """Only the NamespaceTerminating cause is quiet: an authorizer's or a quota's 403 is not."""
+    client, recorder, _, executor = parts
+    refusal = terminating()
+    refusal.body.pop("details")
+    client.fail[("create", "/jobs/a")] = Forbidden(403, refusal.body)
+    with pytest.raises(ExecutionError):
+        await executor.execute(JOBSET, Plan(jobs_to_create=(job("a"),)))
+    assert [reason for _, reason, _ in recorder.events] == ["JobCreationFailed"]
 
 
 async def test_deleting_a_job_that_is_already_gone_is_success(parts: Any) -> None:

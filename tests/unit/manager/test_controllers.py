@@ -127,8 +127,9 @@ INFORMER_CHECKS = [
 ]
 
 
-def readiness_checks(cert_dir: Path) -> list[str]:
-    """The readiness checks a manager declares when its webhook certificate is in `cert_dir`."""
+def built(cert_dir: Path) -> tuple[Manager, list[str]]:
+    """A manager built with its webhook certificate in `cert_dir`, and the readiness checks it
+    declared."""
     config = parse_configuration(
         {"internalCertManagement": {"enable": False}, "webhook": {"certDir": str(cert_dir)}}
     )
@@ -139,15 +140,39 @@ def readiness_checks(cert_dir: Path) -> list[str]:
     manager.runnables.on_ready_check = lambda name, check: registered.append(name)
     asyncio.run(manager._build(Clients(NoClient(), NoClient())))  # type: ignore[arg-type]
     assert not manager.caches_synced()
-    return sorted(registered)
+    return manager, sorted(registered)
+
+
+def readiness_checks(cert_dir: Path) -> list[str]:
+    """The readiness checks a manager declares when its webhook certificate is in `cert_dir`."""
+    return built(cert_dir)[1]
+
+
+def with_certificate(cert_dir: Path) -> Path:
+    cert, key = self_signed_pem("localhost")
+    (cert_dir / CERT_FILE).write_bytes(cert)
+    (cert_dir / KEY_FILE).write_bytes(key)
+    return cert_dir
 
 
 def test_readiness_is_every_informer_of_every_unit_and_the_webhook(tmp_path: Path) -> None:
-    cert, key = self_signed_pem("localhost")
-    (tmp_path / CERT_FILE).write_bytes(cert)
-    (tmp_path / KEY_FILE).write_bytes(key)
-    assert readiness_checks(tmp_path) == sorted([*INFORMER_CHECKS, "webhook"])
+    assert readiness_checks(with_certificate(tmp_path)) == sorted([*INFORMER_CHECKS, "webhook"])
 
 
 def test_without_a_webhook_certificate_readiness_is_the_informers(tmp_path: Path) -> None:
     assert readiness_checks(tmp_path) == INFORMER_CHECKS
+
+
+def test_with_the_webhooks_served_every_units_workers_share_one_switch(tmp_path: Path) -> None:
+    """runtime/switchinterval.py: one count for the process, so one unit's reconcile ending
+    cannot lengthen the interval while another's runs."""
+    manager, _ = built(with_certificate(tmp_path))
+    switches = {id(unit.workers.switch) for unit in manager.units}
+    assert len(manager.units) == 2
+    assert len(switches) == 1
+    assert manager.units[0].workers.switch is not None
+
+
+def test_without_the_webhooks_no_unit_touches_the_switch_interval(tmp_path: Path) -> None:
+    manager, _ = built(tmp_path)
+    assert [unit.workers.switch for unit in manager.units] == [None, None]

@@ -45,6 +45,35 @@ def test_already_exists_is_a_conflict_so_callers_can_catch_either() -> None:
     assert isinstance(error_for(409, {"reason": "AlreadyExists"}), Conflict)
 
 
+def test_a_status_causes_type_is_read_from_its_reason_field_as_the_api_server_writes_it() -> None:
+    # The answer of kube-apiserver v1.37 to a Job create in a namespace being deleted, as sent.
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": 'jobs.batch "js-workers-1" is forbidden: unable to create new content in '
+        "namespace test-1 because it is being terminated",
+        "reason": "Forbidden",
+        "details": {
+            "name": "js-workers-1",
+            "group": "batch",
+            "kind": "jobs",
+            "causes": [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": "namespace test-1 is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ],
+        },
+        "code": 403,
+    }
+    error = error_for(403, body)
+    assert error.has_cause(client.NAMESPACE_TERMINATING)
+    assert not error.has_cause("FieldValueInvalid")
+    assert not error_for(403, {"reason": "Forbidden"}).has_cause(client.NAMESPACE_TERMINATING)
+
+
 @pytest.mark.parametrize(
     ("status", "retry_after", "expected"),
     [

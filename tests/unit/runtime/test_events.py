@@ -218,7 +218,7 @@ TERMINATING = Forbidden(
         "reason": "Forbidden",
         "message": "unable to create new content in namespace team-a: it is being terminated",
         "details": {
-            "causes": [{"type": "NamespaceTerminating", "message": "namespace is terminating"}]
+            "causes": [{"reason": "NamespaceTerminating", "message": "namespace is terminating"}]
         },
     },
 )

@@ -9,6 +9,7 @@ import itertools
 from prometheus_client import CollectorRegistry
 
 from jobset_controller.runtime.clock import FakeClock
+from jobset_controller.runtime.switchinterval import SwitchInterval
 from jobset_controller.runtime.workers import ReconcileMetrics, Result, TerminalError, Workers
 from jobset_controller.runtime.workqueue import WorkQueue
 
@@ -170,5 +171,28 @@ async def test_a_terminal_error_is_counted_and_the_key_is_not_retried() -> None:
     assert sample(registry, "controller_runtime_terminal_reconcile_errors_total", **labels) == 1
     assert sample(registry, "controller_runtime_reconcile_errors_total", **labels) == 1
     assert sample(registry, "controller_runtime_reconcile_panics_total", **labels) == 0
+    queue.shutdown()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_with_a_switch_each_reconcile_runs_inside_its_busy_block_error_or_not() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue("test", clock=clock)
+    switch = SwitchInterval(get=lambda: 0.005, set_=lambda value: None)
+    open_during: list[int] = []
+
+    async def reconcile(key: str) -> Result | None:
+        open_during.append(switch.open)
+        await asyncio.sleep(0)
+        if key == "ns/bad":
+            raise RuntimeError("boom")
+        return None
+
+    task = asyncio.create_task(Workers("test", queue, reconcile, workers=2, switch=switch).run())
+    queue.add("ns/good")
+    queue.add("ns/bad")
+    await clock.settle()
+    assert open_during == [1, 2]  # both workers' reconciles overlapped, each counted
+    assert switch.open == 0  # closed after the success and after the failure
     queue.shutdown()
     await asyncio.wait_for(task, 1)
