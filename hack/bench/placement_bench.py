@@ -423,21 +423,12 @@ def wait_bound(
         time.sleep(interval)
 
 
-def wait_previous_strategy_gone(cluster: FullCluster) -> None:
-    """The previous strategy's pods are gone (their anti-affinity spans namespaces), and so is
-    its namespace: a JobSet left in a terminating namespace is reconciled by the next
-    controller, whose refused creates would count in its window (2026-11-30: 2726 requests
-    against ~540, before the controller let that refusal pass without a retry)."""
+def wait_no_jobset_pods(cluster: FullCluster) -> None:
+    """The previous strategy's pods are gone (their anti-affinity spans namespaces)."""
     deadline = time.monotonic() + 900
-
-    def leftovers() -> list[Any]:
-        pods = cluster.list_items("/api/v1/pods", label_selector=JOBSET_NAME)
-        spaces = cluster.list_items("/api/v1/namespaces")
-        return pods + [ns for ns in spaces if ns["metadata"]["name"].startswith("bench-")]
-
-    while leftovers():
+    while cluster.list_items("/api/v1/pods", label_selector=JOBSET_NAME):
         if time.monotonic() > deadline:
-            raise TimeoutError("pods or the namespace of the previous strategy are still there")
+            raise TimeoutError("pods of the previous strategy are still there")
         time.sleep(1.0)
 
 
@@ -452,7 +443,7 @@ def run_strategy(
     prepare: Callable[[str], None] = lambda ns: None,
 ) -> tuple[Row, list[dict[str, Any]]]:
     racks, pods = args.racks, args.pods
-    wait_previous_strategy_gone(cluster)
+    wait_no_jobset_pods(cluster)
     ns = cluster.create_namespace(f"bench-{label}-{name}")
     prepare(ns)
     scraper = Scraper(cluster)

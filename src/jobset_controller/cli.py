@@ -247,6 +247,7 @@ def _run(args: argparse.Namespace, stops: StopSignals) -> int:
     from jobset_controller.config import ConfigError, load_configuration
     from jobset_controller.manager import Manager, ManagerOptions
     from jobset_controller.runtime.clock import RealClock
+    from jobset_controller.runtime.collector import set_thresholds as set_collector_thresholds
     from jobset_controller.runtime.logging import configure_logging
     from jobset_controller.runtime.ratelimit import client_throttle
     from jobset_controller.runtime.rlimit import raise_open_files_limit
@@ -317,6 +318,7 @@ def _run(args: argparse.Namespace, stops: StopSignals) -> int:
     # Like a Go program at start: the soft open-files limit up to the hard one (logged), so a
     # burst of connections to the served ports meets the hard limit, not a low default.
     raise_open_files_limit()
+    set_collector_thresholds()  # runtime/collector.py: no long full collections under load
 
     async def main() -> int:
         manager = Manager(options)
