@@ -3,11 +3,12 @@
 Why: with CPython's first threshold (a collection every 700 net allocations of tracked
 objects), a pass over a 5000-Job JobSet keeps catching its own live objects (the Jobs it
 builds and reads) in young collections and promoting them, and the oldest generation's full
-collection then runs every second or two, 10-58 ms each, holding the interpreter's lock; every
+collection then runs every second or two, 4-58 ms each, holding the interpreter's lock; every
 webhook answer due meanwhile waits behind it. Measured 2026-11-30 (a `gc.callbacks` probe in
 the controller, hack/bench/admission_bench.py at 200 reviews a second while a 5000-Job JobSet
-reconciles): 7 full collections of 13-54k objects in the window and a p99 of 13-49 ms; with
-10000 at most one, a p99 of 10.5-15.2 ms, and idle CPU per review 534-565 us against 704-795.
+reconciles): 7 full collections of 12-54k objects in a run of four cells and a p99 of
+13-49 ms; with 10000 at most one, and a p99 of 9.9-15.2 ms (docs/benchmarks.md, "The lock back
+sooner").
 
 The cost is bounded: only garbage in reference cycles waits for the collector (everything else
 goes when its last reference does), and a young collection still runs every 10000 net
