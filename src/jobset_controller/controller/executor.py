@@ -69,7 +69,6 @@ from jobset_controller.reconcile.catalogue import (
     job_creation_failed_message,
 )
 from jobset_controller.runtime.client import (
-    NAMESPACE_TERMINATING,
     AlreadyExists,
     ApiError,
     Conflict,
@@ -151,10 +150,6 @@ class ExecutionError(Exception):
 
 class _NamespaceTerminating(Exception):
     """A create refused because the namespace is being deleted (module docstring)."""
-
-
-def _refused_for_termination(error: ApiError) -> bool:
-    return error.status == 403 and error.has_cause(NAMESPACE_TERMINATING)
 
 
 async def _bounded(items: Iterable[T], limit: int, action: Callable[[T], Awaitable[None]]) -> None:
@@ -350,7 +345,7 @@ class Executor:
             except AlreadyExists:
                 pass
             except ApiError as error:
-                if _refused_for_termination(error):
+                if error.namespace_terminating:
                     raise _NamespaceTerminating(error.message) from None  # the others stop too
                 failures[name] = job_creation_failed_message(name, error.message)
 
@@ -371,7 +366,7 @@ class Executor:
         except AlreadyExists:
             pass
         except ApiError as error:
-            if _refused_for_termination(error):
+            if error.namespace_terminating:
                 raise _NamespaceTerminating(error.message) from None
             self._recorder.record(regarding, WARNING, reason, error.message)
             raise ExecutionError(f"{reason}: {error.message}") from error

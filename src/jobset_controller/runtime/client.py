@@ -97,6 +97,11 @@ class ApiError(Exception):
             return False
         return any(isinstance(c, Mapping) and c.get("reason") == cause for c in causes)
 
+    @property
+    def namespace_terminating(self) -> bool:
+        """A write refused because its namespace is being deleted: no retry can pass."""
+        return self.status == 403 and self.has_cause(NAMESPACE_TERMINATING)
+
 
 class NotFound(ApiError):
     """404."""

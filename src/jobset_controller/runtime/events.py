@@ -78,7 +78,6 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter
 
 from jobset_controller.runtime.client import (
-    NAMESPACE_TERMINATING,
     AlreadyExists,
     ApiError,
     NotFound,
@@ -115,7 +114,7 @@ def passes(error: Exception) -> bool:
     if isinstance(error, ConnectionError | TimeoutError | ServerError | TooManyRequests):
         return True
     if isinstance(error, ApiError) and error.status in (401, 403):
-        return not error.has_cause(NAMESPACE_TERMINATING)
+        return not error.namespace_terminating
     return False
 
 
