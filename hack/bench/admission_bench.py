@@ -30,7 +30,10 @@ local control plane (etcd and kube-apiserver), each server serving the same cert
   (runtime/loopthread.py), beside the loop its reconciles use; this shows what a busy reconcile
   still adds to admission latency (`--src before=<tree>` puts an older tree beside it). The
   JobSet and its Jobs are deleted after each busy cell, and the controller settles, before the
-  next one.
+  next one;
+- `--rounds N`: every cell N times, the sides in turn (the order reversed every other round),
+  each figure the median of its rounds and the p99s' spread beside the goals: a low rate's p99
+  is decided by a few host stalls (hack/bench/rounds.py).
 
 Both controllers: leader election off, the same client budget (QPS 500, burst 500), no webhook
 configurations registered (reviews go to the servers directly, never through the API server),
@@ -38,7 +41,7 @@ ours in the runtime-only venv as in the image (`--dev-venv`: this one). Upstream
 controller-runtime's (Go net/http, crypto/tls).
 
 Run: .venv/bin/python hack/bench/admission_bench.py [--conns 1 16 64 256] [--seconds 3] [--rate 50]
-     [--kinds mpod-leader ...] [--no-busy] [--busy-jobs 1000] [--only ours|upstream]
+     [--kinds mpod-leader ...] [--no-busy] [--busy-jobs 1000] [--only ours|upstream] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ import orjson
 import yaml
 from benchlib import Controller, RawClient, count
 from cpu_bench import JOBS, JOBSETS, jobset
+from rounds import median_of_rounds, side_order, spread
 from runtime_venv import CACHE, ROOT, add_venv_option, ours_python
 from upstreamlib import UpstreamController, scraper_token
 
@@ -519,7 +523,10 @@ def table_order(key: Key) -> tuple[bool, int, float, int]:
     return key.busy, KINDS.index(key.kind), key.rate, key.conns
 
 
-def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> None:
+def report(rounds: dict[str, list[dict[Key, Cell]]], args: argparse.Namespace) -> None:
+    """The table and the goals; with more than one round each figure is the median of its
+    rounds (hack/bench/rounds.py says why) and the goals show the rounds' p99 spread."""
+    results = {label: median_of_rounds(runs, summed=("errors",)) for label, runs in rounds.items()}
     labels = list(results)
     pair = UPSTREAM in labels and len(labels) == 2
     ours = next((label for label in labels if label != UPSTREAM), labels[0])
@@ -527,7 +534,13 @@ def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> Non
     print(
         f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at the end "
         f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {args.seconds:g} s per idle cell; busy: "
-        f"while the controller reconciles one JobSet of {args.busy_jobs} Jobs\n"
+        f"while the controller reconciles one JobSet of {args.busy_jobs} Jobs"
+        + (
+            f"; {args.rounds} rounds, the sides in turn, each figure the median of its rounds"
+            if args.rounds > 1
+            else ""
+        )
+        + "\n"
     )
     names = " / ".join(labels)
     print(
@@ -567,7 +580,7 @@ def report(results: dict[str, dict[Key, Cell]], args: argparse.Namespace) -> Non
             if spans:
                 print(f"  {label}: {min(spans):.2f}-{max(spans):.2f} s over {len(spans)} cells")
     if pair:
-        goals(results[UPSTREAM], results[ours], args)
+        goals(results[UPSTREAM], results[ours], args, rounds[UPSTREAM], rounds[ours])
     errors = {label: sum(c.errors for c in by.values()) for label, by in results.items()}
     print(f"\nreviews not answered as expected in the windows: {errors}")
 
@@ -576,8 +589,15 @@ P99_BOUND = 1.5  # issue 45: p99 at most 1.5x upstream's in every rate cell, bus
 WIDE = 256  # issue 45: reviews/s at least upstream's at this many connections
 
 
-def goals(up: dict[Key, Cell], us: dict[Key, Cell], args: argparse.Namespace) -> None:
-    """The cells issue 45's goals name, each with its ratio and whether it is met."""
+def goals(
+    up: dict[Key, Cell],
+    us: dict[Key, Cell],
+    args: argparse.Namespace,
+    up_rounds: list[dict[Key, Cell]],
+    us_rounds: list[dict[Key, Cell]],
+) -> None:
+    """The cells issue 45's goals name, each with its ratio and whether it is met (medians when
+    there were rounds, followed by each side's lowest-highest p99 over them)."""
     print(
         f"\ngoals: p99 at each rate <= {P99_BOUND:g}x upstream's (busy or idle); "
         f"reviews/s at {WIDE} connections >= upstream's"
@@ -591,10 +611,17 @@ def goals(up: dict[Key, Cell], us: dict[Key, Cell], args: argparse.Namespace) ->
             within = bool(mine.p99_ms and theirs.p99_ms) and (
                 mine.p99_ms <= P99_BOUND * theirs.p99_ms
             )
+            spreads = [spread(runs, key, "p99_ms") for runs in (us_rounds, up_rounds)]
             print(
                 f"  {where} at {key.rate:g}/s: p99 ours {fmt(mine.p99_ms)} ms / upstream "
                 f"{fmt(theirs.p99_ms)} ms = {ratio(mine.p99_ms, theirs.p99_ms)}"
                 f"{'' if within else '  OVER'}"
+                + (
+                    f" (rounds: ours {spreads[0][0]:.3g}-{spreads[0][1]:.3g}, "
+                    f"upstream {spreads[1][0]:.3g}-{spreads[1][1]:.3g})"
+                    if spreads[0] and spreads[1]
+                    else ""
+                )
             )
         else:
             enough = mine.reviews_per_s >= theirs.reviews_per_s
@@ -606,7 +633,7 @@ def goals(up: dict[Key, Cell], us: dict[Key, Cell], args: argparse.Namespace) ->
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    results: dict[str, dict[Key, Cell]] = {}
+    rounds: dict[str, list[dict[Key, Cell]]] = {}  # each side's results, one per round
     fixtures = Fixtures.build()
     with tempfile.TemporaryDirectory(prefix="admission-bench-") as tmp, ControlPlane() as plane:
         certs = Path(tmp) / "certs"
@@ -615,18 +642,22 @@ async def main_async(args: argparse.Namespace) -> None:
             server=True,
         )  # fmt: skip
         raw = RawClient(plane)
+        sources = dict(spec.partition("=")[::2] for spec in args.src)
         try:
             await fixtures.create(raw)
-            for spec in args.src:
-                label, _, path = spec.partition("=")
-                workdir = Path(tmp) / label
-                workdir.mkdir()
-                results[label] = await measure(
-                    label, Path(path), args, plane, raw, fixtures, certs, workdir
-                )
+            for index in range(args.rounds):
+                for label in side_order(list(sources), index):
+                    if args.rounds > 1:
+                        print(f"round {index + 1} of {args.rounds}: {label}", flush=True)
+                    workdir = Path(tmp) / f"{label}-{index}"
+                    workdir.mkdir()
+                    result = await measure(
+                        label, Path(sources[label]), args, plane, raw, fixtures, certs, workdir
+                    )
+                    rounds.setdefault(label, []).append(result)
         finally:
             await raw.close()
-    report(results, args)
+    report(rounds, args)
 
 
 def main() -> None:
@@ -646,6 +677,10 @@ def main() -> None:
     parser.add_argument("--no-busy", dest="busy", action="store_false")
     parser.add_argument("--busy-jobs", type=int, default=1000)
     parser.add_argument("--only", choices=("ours", UPSTREAM))
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="measure every cell this many times, the sides in turn; report the medians",
+    )  # fmt: skip
     parser.add_argument("--src", action="append", default=[], help="label=path of our src tree")
     add_venv_option(parser)
     args = parser.parse_args()
