@@ -15,10 +15,13 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 K = TypeVar("K", bound=Hashable)
-C = TypeVar("C")
+C = TypeVar("C", bound="DataclassInstance")
 
 
 def side_order(labels: Sequence[str], round_index: int) -> list[str]:
@@ -38,7 +41,7 @@ def median_of_rounds(rounds: Sequence[Mapping[K, C]], *, summed: Sequence[str] =
     for key in keys:
         cells = [by[key] for by in rounds if key in by]
         figures: dict[str, Any] = {}
-        for field in dataclasses.fields(cells[0]):  # type: ignore[arg-type]
+        for field in dataclasses.fields(cells[0]):
             values = [getattr(c, field.name) for c in cells]
             present = [v for v in values if v is not None]
             if not present:
@@ -49,7 +52,7 @@ def median_of_rounds(rounds: Sequence[Mapping[K, C]], *, summed: Sequence[str] =
                 figures[field.name] = round(statistics.median(present))
             else:
                 figures[field.name] = statistics.median(present)
-        combined[key] = dataclasses.replace(cells[0], **figures)  # type: ignore[type-var]
+        combined[key] = dataclasses.replace(cells[0], **figures)
     return combined
 
 
