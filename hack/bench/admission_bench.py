@@ -684,6 +684,8 @@ def main() -> None:
     parser.add_argument("--src", action="append", default=[], help="label=path of our src tree")
     add_venv_option(parser)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     args.python = ours_python(args)
     args.client = load_client()
     if not args.src and args.only != UPSTREAM:
