@@ -63,6 +63,7 @@ from benchlib import (
     parse_src,
     worst_lag,
 )
+from rounds import side_order
 from runtime_venv import add_venv_option, ours_python
 from upstreamlib import UpstreamController, scraper_token
 
@@ -444,8 +445,7 @@ async def main_async(args: argparse.Namespace) -> None:
         args.scraper_token = scraper_token(plane, Path(tmp)) if args.upstream else ""
         try:
             for round_ in range(args.rounds):
-                order = trees if round_ % 2 == 0 else list(reversed(trees))
-                for label, src in order:
+                for label, src in side_order(trees, round_):
                     r = await run_tree(plane, raw, label, src, round_, args, Path(tmp))
                     results[label].append(r)
                     print(f"[{label} round {round_}] " + ", ".join(

@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 
 K = TypeVar("K", bound=Hashable)
 C = TypeVar("C", bound="DataclassInstance")
+S = TypeVar("S")
 
 
-def side_order(labels: Sequence[str], round_index: int) -> list[str]:
+def side_order(sides: Sequence[S], round_index: int) -> list[S]:
     """The sides in the order given in even rounds (0, 2, ...), reversed in odd ones."""
-    return list(labels) if round_index % 2 == 0 else list(reversed(labels))
+    return list(sides) if round_index % 2 == 0 else list(reversed(sides))
 
 
 def median_of_rounds(rounds: Sequence[Mapping[K, C]], *, summed: Sequence[str] = ()) -> dict[K, C]:
