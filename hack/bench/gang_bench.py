@@ -94,6 +94,7 @@ from ganglib import (
     manifest,
     quiet,
 )
+from rounds import side_order
 
 from jobset_controller_dev.envtest.controller import ControllerProcess, start_local_controller
 from jobset_controller_dev.envtest.fullcluster import FullCluster
@@ -252,8 +253,7 @@ async def in_rounds(
         await quiet(cluster)
         results: list[T] = []
         for round_ in range(1, args.rounds + 1):
-            order = list(modes) if round_ % 2 else list(reversed(modes))
-            for mode in order:
+            for mode in side_order(modes, round_ - 1):  # round_ counts from 1
                 results.append(await run_one(cluster, client, scheduler, mode, round_, args))
         return results
     finally:
